@@ -1,0 +1,69 @@
+#include "backends/backend.h"
+
+#include "backends/cpu/cpu_backend.h"
+#include "core/error.h"
+
+namespace qkgrad {
+
+Backend& cuda_backend();  // backends/cuda/cuda_backend.cu, or cuda_disabled.cpp
+
+const char* unary_op_name(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::neg: return "neg";
+    case UnaryOp::exp: return "exp";
+    case UnaryOp::log: return "log";
+    case UnaryOp::tanh: return "tanh";
+    case UnaryOp::relu: return "relu";
+  }
+  return "?";
+}
+
+const char* binary_op_name(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::add: return "add";
+    case BinaryOp::sub: return "sub";
+    case BinaryOp::mul: return "mul";
+    case BinaryOp::div: return "div";
+  }
+  return "?";
+}
+
+Backend& backend(Device device) {
+  if (device == Device::cpu) {
+    static CpuBackend cpu;
+    return cpu;
+  }
+  return cuda_backend();
+}
+
+bool cuda_available() {
+  const CudaInfo info = cuda_info();
+  return info.built && info.device_count > 0;
+}
+
+void Backend::not_implemented(const char* kernel) const {
+  fail(cat("backend ", device_name(device()), ": kernel '", kernel,
+           "' is not implemented on this device yet (the CUDA kernels arrive with the CUDA "
+           "backend issue); run this op on the cpu"));
+}
+
+void Backend::fill(Tensor&, double) { not_implemented("fill"); }
+void Backend::copy(const Tensor&, Tensor&) { not_implemented("copy"); }
+void Backend::fill_uniform(Tensor&, double, double, RandomStream) { not_implemented("fill_uniform"); }
+void Backend::fill_normal(Tensor&, double, double, RandomStream) { not_implemented("fill_normal"); }
+void Backend::unary(UnaryOp, const Tensor&, Tensor&) { not_implemented("unary"); }
+void Backend::unary_backward(UnaryOp, const Tensor&, const Tensor&, const Tensor&, Tensor&, bool) {
+  not_implemented("unary_backward");
+}
+void Backend::binary(BinaryOp, const Tensor&, const Tensor&, Tensor&) { not_implemented("binary"); }
+void Backend::broadcast_to(const Tensor&, Tensor&) { not_implemented("broadcast_to"); }
+void Backend::scale(const Tensor&, double, Tensor&) { not_implemented("scale"); }
+void Backend::axpy(double, const Tensor&, Tensor&) { not_implemented("axpy"); }
+void Backend::sum_axis(const Tensor&, int64_t, int64_t, int64_t, Tensor&) { not_implemented("sum_axis"); }
+void Backend::sum_all(const Tensor&, Tensor&) { not_implemented("sum_all"); }
+void Backend::gemm(const GemmSpec&, const Tensor&, const Tensor&, Tensor&) { not_implemented("gemm"); }
+void Backend::sgd_update(Tensor&, const Tensor&, Tensor&, double, double, double) {
+  not_implemented("sgd_update");
+}
+
+}  // namespace qkgrad

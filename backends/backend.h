@@ -1,0 +1,121 @@
+// The backend interface: every kernel an op needs, per device.
+//
+// Ops (ops/) validate shapes, allocate outputs and record the tape; then they call these
+// kernels. Kernels know nothing about autograd and do no shape policy: they trust the shapes
+// they are given. backend(Device::cpu) is backends/cpu; backend(Device::cuda) is backends/cuda
+// (built with meson -Dcuda=true). A kernel a backend does not have yet throws a clear Error.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/dtype.h"
+
+namespace qkgrad {
+
+class Tensor;
+
+enum class UnaryOp { neg, exp, log, tanh, relu };
+enum class BinaryOp { add, sub, mul, div };
+
+const char* unary_op_name(UnaryOp op);
+const char* binary_op_name(BinaryOp op);
+
+struct AllocatorStats {
+  std::size_t bytes_in_use = 0;       // handed out to live tensors
+  std::size_t peak_bytes_in_use = 0;
+  std::size_t bytes_cached = 0;       // freed by tensors, kept for reuse
+  uint64_t cache_hits = 0;            // allocations served from the cache
+  uint64_t system_allocations = 0;    // allocations that had to ask the system (malloc/cudaMalloc)
+};
+
+// C[i] = alpha * op(A[i]) * op(B[i]) + beta * C[i] for i < batch, with op(X) = X or Xᵀ.
+// Matrices are row-major and contiguous: A[i] is [m, k] ([k, m] when trans_a), B[i] is [k, n]
+// ([n, k] when trans_b), C[i] is [m, n]. A stride of 0 for A or B reuses one matrix for every i;
+// stride_c == 0 sums every product into the one C: C = alpha * sum_i op(A[i]) op(B[i]) + beta * C.
+struct GemmSpec {
+  bool trans_a = false, trans_b = false;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t batch = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // in elements
+  double alpha = 1.0, beta = 0.0;
+};
+
+// Where a random kernel reads the Philox stream (core/philox.h): element i of the output uses
+// block first_block + i/4 (f32) or first_block + i/2 (f64).
+struct RandomStream {
+  uint64_t seed = 0, stream = 0, first_block = 0;
+};
+inline uint64_t random_blocks_needed(DType dtype, int64_t numel) {
+  const int64_t per_block = dtype == DType::f32 ? 4 : 2;
+  return static_cast<uint64_t>((numel + per_block - 1) / per_block);
+}
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+
+  // ---- memory ----
+  virtual void* allocate(std::size_t bytes) = 0;
+  virtual void deallocate(void* ptr, std::size_t bytes) = 0;
+  virtual AllocatorStats allocator_stats() const = 0;
+  virtual void release_cached_memory() = 0;  // give cached blocks back to the system
+  virtual void copy_from_host(void* dst, const void* host_src, std::size_t bytes) = 0;
+  virtual void copy_to_host(void* host_dst, const void* src, std::size_t bytes) = 0;
+
+  // ---- kernels (defaults throw "not implemented on <device>") ----
+  virtual void fill(Tensor& out, double value);
+  // dst = src element by element, converting the dtype if they differ (same numel).
+  virtual void copy(const Tensor& src, Tensor& dst);
+  virtual void fill_uniform(Tensor& out, double low, double high, RandomStream rs);
+  virtual void fill_normal(Tensor& out, double mean, double stddev, RandomStream rs);
+
+  // y = f(x)
+  virtual void unary(UnaryOp op, const Tensor& x, Tensor& y);
+  // dx = dy * f'(x) (or dx += when accumulate); y = f(x) is given so f' can reuse it.
+  virtual void unary_backward(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& dy,
+                              Tensor& dx, bool accumulate);
+  // out = a (op) b with NumPy broadcasting: a and b broadcast to out's shape.
+  virtual void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out);
+  // out = x broadcast to out's shape.
+  virtual void broadcast_to(const Tensor& x, Tensor& out);
+  // out = alpha * x (out may be x itself).
+  virtual void scale(const Tensor& x, double alpha, Tensor& out);
+  // y += alpha * x (same shape).
+  virtual void axpy(double alpha, const Tensor& x, Tensor& y);
+
+  // x viewed as [outer, n, inner]: out[o, i] = sum over j < n of x[o, j, i].
+  virtual void sum_axis(const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor& out);
+  // out (one element) = sum of all of x, in a fixed order (independent of thread count).
+  virtual void sum_all(const Tensor& x, Tensor& out);
+
+  virtual void gemm(const GemmSpec& spec, const Tensor& a, const Tensor& b, Tensor& c);
+
+  // SGD with momentum, fused: g = grad + weight_decay * param;
+  // velocity = momentum * velocity + g; param -= lr * velocity  (velocity unused if momentum 0).
+  virtual void sgd_update(Tensor& param, const Tensor& grad, Tensor& velocity, double lr,
+                          double momentum, double weight_decay);
+
+ protected:
+  [[noreturn]] void not_implemented(const char* kernel) const;
+};
+
+// The backend of a device. Throws a clear Error for cuda when qkgrad was built without it.
+Backend& backend(Device device);
+
+// CPU threads used by OpenMP loops and OpenBLAS (default: all cores / OMP_NUM_THREADS).
+void set_num_threads(int threads);
+int num_threads();
+
+// What the CUDA build sees (backends/cuda); built == false without -Dcuda=true.
+struct CudaInfo {
+  bool built = false;
+  int device_count = 0;
+  std::string summary;  // one line per device, or why there is none
+};
+CudaInfo cuda_info();
+bool cuda_available();  // built, and at least one device
+
+}  // namespace qkgrad

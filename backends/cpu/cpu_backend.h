@@ -1,0 +1,57 @@
+// The CPU backend: OpenBLAS for every matrix product, OpenMP threads (static schedules, so
+// results do not depend on timing), and simple inner loops the compiler vectorises.
+// The kernels are spread over cpu_*.cpp by family; this header is the whole list.
+#pragma once
+
+#include "backends/backend.h"
+#include "backends/cpu/cpu_allocator.h"
+
+namespace qkgrad {
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend();
+  Device device() const override { return Device::cpu; }
+
+  // memory (cpu_backend.cpp)
+  void* allocate(std::size_t bytes) override;
+  void deallocate(void* ptr, std::size_t bytes) override;
+  AllocatorStats allocator_stats() const override;
+  void release_cached_memory() override;
+  void copy_from_host(void* dst, const void* host_src, std::size_t bytes) override;
+  void copy_to_host(void* host_dst, const void* src, std::size_t bytes) override;
+
+  // cpu_elementwise.cpp
+  void fill(Tensor& out, double value) override;
+  void copy(const Tensor& src, Tensor& dst) override;
+  void unary(UnaryOp op, const Tensor& x, Tensor& y) override;
+  void unary_backward(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx,
+                      bool accumulate) override;
+  void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) override;
+  void broadcast_to(const Tensor& x, Tensor& out) override;
+  void scale(const Tensor& x, double alpha, Tensor& out) override;
+  void axpy(double alpha, const Tensor& x, Tensor& y) override;
+
+  // cpu_reduce.cpp
+  void sum_axis(const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor& out) override;
+  void sum_all(const Tensor& x, Tensor& out) override;
+
+  // cpu_gemm.cpp
+  void gemm(const GemmSpec& spec, const Tensor& a, const Tensor& b, Tensor& c) override;
+
+  // cpu_random.cpp
+  void fill_uniform(Tensor& out, double low, double high, RandomStream rs) override;
+  void fill_normal(Tensor& out, double mean, double stddev, RandomStream rs) override;
+
+  // cpu_optim.cpp
+  void sgd_update(Tensor& param, const Tensor& grad, Tensor& velocity, double lr, double momentum,
+                  double weight_decay) override;
+
+ private:
+  CpuCachingAllocator allocator_;
+};
+
+// Loops shorter than this run on one thread: waking the thread team costs more than it saves.
+constexpr int64_t kParallelGrain = 1 << 15;
+
+}  // namespace qkgrad

@@ -1,0 +1,70 @@
+// Random fills from the Philox stream (core/philox.h). Each output element is a pure function
+// of (seed, stream, block index), so the loop is parallel and the result identical on any
+// number of threads and on the GPU.
+#include <cmath>
+#include <numbers>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_common.h"
+#include "core/philox.h"
+
+namespace qkgrad {
+
+namespace {
+
+// The four uniforms (f32: one per word) or two (f64: one per word pair) of block b, in (0, 1).
+template <typename T>
+void block_uniforms(const RandomStream& rs, int64_t b, double* u) {
+  const philox::Block blk = philox::random_block(rs.seed, rs.stream, rs.first_block + static_cast<uint64_t>(b));
+  if constexpr (sizeof(T) == 4) {
+    for (int w = 0; w < 4; ++w) u[w] = philox::uniform_f32(blk.v[w]);
+  } else {
+    u[0] = philox::uniform_f64(blk.v[0], blk.v[1]);
+    u[1] = philox::uniform_f64(blk.v[2], blk.v[3]);
+  }
+}
+
+// Element e of the output comes from block e / per_block, slot e % per_block.
+template <typename T, typename F>
+void for_each_block(T* out, int64_t n, F values_of_block) {
+  constexpr int64_t per_block = sizeof(T) == 4 ? 4 : 2;
+  const int64_t blocks = (n + per_block - 1) / per_block;
+#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
+  for (int64_t b = 0; b < blocks; ++b) {
+    double v[4];
+    values_of_block(b, v);
+    for (int64_t s = 0; s < per_block && b * per_block + s < n; ++s) out[b * per_block + s] = static_cast<T>(v[s]);
+  }
+}
+
+}  // namespace
+
+void CpuBackend::fill_uniform(Tensor& out, double low, double high, RandomStream rs) {
+  cpu::dispatch(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    for_each_block(out.data<T>(), out.numel(), [&](int64_t b, double* v) {
+      double u[4] = {0, 0, 0, 0};
+      block_uniforms<T>(rs, b, u);
+      for (int s = 0; s < 4; ++s) v[s] = low + (high - low) * u[s];
+    });
+  });
+}
+
+void CpuBackend::fill_normal(Tensor& out, double mean, double stddev, RandomStream rs) {
+  cpu::dispatch(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    for_each_block(out.data<T>(), out.numel(), [&](int64_t b, double* v) {
+      double u[4] = {0, 0, 0, 0};
+      block_uniforms<T>(rs, b, u);
+      // Box-Muller, in double even for f32 so the CPU and the GPU round the same value.
+      for (int pair = 0; pair < (sizeof(T) == 4 ? 2 : 1); ++pair) {
+        const double r = std::sqrt(-2.0 * std::log(u[2 * pair]));
+        const double theta = 2.0 * std::numbers::pi * u[2 * pair + 1];
+        v[2 * pair] = mean + stddev * r * std::cos(theta);
+        v[2 * pair + 1] = mean + stddev * r * std::sin(theta);
+      }
+    });
+  });
+}
+
+}  // namespace qkgrad

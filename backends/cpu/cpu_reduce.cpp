@@ -1,0 +1,75 @@
+// Sums. Every reduction here adds in an order fixed by the shapes alone (never by the number of
+// threads or by timing), so results are bit-for-bit reproducible.
+#include <algorithm>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_common.h"
+
+namespace qkgrad {
+
+using cpu::dispatch;
+
+void CpuBackend::sum_axis(const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor& out) {
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = x.data<T>();
+    T* o = out.data<T>();
+    const int64_t work = outer * n * inner;
+    if (inner == 1) {
+      // Each output is the sum of one contiguous row of n values.
+#pragma omp parallel for schedule(static) if (work >= kParallelGrain)
+      for (int64_t r = 0; r < outer; ++r) {
+        const T* row = in + r * n;
+        T s = 0;
+#pragma omp simd reduction(+ : s)
+        for (int64_t j = 0; j < n; ++j) s += row[j];
+        o[r] = s;
+      }
+      return;
+    }
+    // Each output row of `inner` values accumulates n input rows. Work is split into slices of
+    // the inner dimension so that a single large row (e.g. a bias gradient) still uses all cores.
+    constexpr int64_t kSlice = 512;
+    const int64_t slices = (inner + kSlice - 1) / kSlice;
+#pragma omp parallel for schedule(static) if (work >= kParallelGrain)
+    for (int64_t item = 0; item < outer * slices; ++item) {
+      const int64_t r = item / slices;
+      const int64_t begin = (item % slices) * kSlice;
+      const int64_t end = std::min(inner, begin + kSlice);
+      T* dst = o + r * inner;
+      for (int64_t i = begin; i < end; ++i) dst[i] = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        const T* src = in + (r * n + j) * inner;
+#pragma omp simd
+        for (int64_t i = begin; i < end; ++i) dst[i] += src[i];
+      }
+    }
+  });
+}
+
+void CpuBackend::sum_all(const Tensor& x, Tensor& out) {
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = x.data<T>();
+    const int64_t n = x.numel();
+    // Fixed-size chunks summed in parallel, then the partial sums added in chunk order (in
+    // double): the same answer for any thread count.
+    constexpr int64_t kChunk = 4096;
+    const int64_t chunks = (n + kChunk - 1) / kChunk;
+    std::vector<double> partial(static_cast<std::size_t>(chunks));
+#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
+      T s = 0;
+#pragma omp simd reduction(+ : s)
+      for (int64_t i = begin; i < end; ++i) s += in[i];
+      partial[static_cast<std::size_t>(c)] = static_cast<double>(s);
+    }
+    double total = 0;
+    for (double p : partial) total += p;
+    out.data<T>()[0] = static_cast<T>(total);
+  });
+}
+
+}  // namespace qkgrad

@@ -1,0 +1,157 @@
+#include "core/autograd.h"
+
+#include "backends/backend.h"
+#include "core/error.h"
+
+namespace qkgrad {
+
+namespace {
+thread_local bool g_grad_enabled = true;
+
+// Adds `grad` into the gradient slot of `impl` (allocating it on first use).
+void add_into_grad(TensorImpl& impl, Tensor grad) {
+  if (!impl.grad) {
+    // Take the buffer over when nothing else can see it; otherwise copy it, so that two
+    // gradients never share storage (a later += into one would corrupt the other).
+    const bool unshared = grad.impl_ptr().use_count() == 1 &&
+                          grad.impl()->storage.use_count() == 1 && grad.is_leaf() &&
+                          !grad.requires_grad();
+    impl.grad = unshared ? grad.impl_ptr() : grad.clone().impl_ptr();
+    return;
+  }
+  Tensor acc(impl.grad);
+  backend(acc.device()).axpy(1.0, grad, acc);
+  acc.impl()->storage->bump_version();
+}
+}  // namespace
+
+bool grad_enabled() { return g_grad_enabled; }
+
+NoGradGuard::NoGradGuard() : previous_(g_grad_enabled) { g_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { g_grad_enabled = previous_; }
+
+Tape& tape() {
+  thread_local Tape t;
+  return t;
+}
+
+void Tape::clear() {
+  nodes_.clear();
+  ++epoch_;
+}
+
+// ---- BackwardContext ----
+
+Tensor BackwardContext::grad_output(int k) const {
+  const Tensor& out = node_.outputs.at(static_cast<std::size_t>(k));
+  if (out.impl()->grad) return Tensor(out.impl()->grad);
+  return Tensor::zeros(out.shape(), out.dtype(), out.device());
+}
+
+const Tensor& BackwardContext::input(int i) const { return node_.inputs.at(static_cast<std::size_t>(i)); }
+
+bool BackwardContext::needs_grad(int i) const { return input(i).requires_grad(); }
+
+const Tensor& BackwardContext::saved(int j) const {
+  const SavedTensor& s = node_.saved.at(static_cast<std::size_t>(j));
+  QKGRAD_CHECK(s.tensor.version() == s.version, "backward of op '", node_.op,
+               "': a tensor it saved for the backward pass (", describe(s.tensor),
+               ") was modified in place after the forward pass (version ", s.version, " -> ",
+               s.tensor.version(), "), so its gradient would be wrong; make in-place updates "
+               "only after backward()");
+  return s.tensor;
+}
+
+void BackwardContext::accumulate(int i, Tensor grad) {
+  const Tensor& in = input(i);
+  if (!in.requires_grad()) return;
+  QKGRAD_CHECK(grad.shape() == in.shape() && grad.dtype() == in.dtype() &&
+                   grad.device() == in.device(),
+               "internal error in the backward of op '", node_.op, "': the gradient for input ",
+               i, " is ", describe(grad), " but the input is ", describe(in));
+  add_into_grad(*in.impl(), std::move(grad));
+}
+
+BackwardContext::GradTarget BackwardContext::grad_target(int i) {
+  TensorImpl& impl = *input(i).impl();
+  if (!impl.grad) {
+    impl.grad = Tensor::empty(impl.shape, impl.dtype, impl.device()).impl_ptr();
+    return {Tensor(impl.grad), false};
+  }
+  impl.grad->storage->bump_version();
+  return {Tensor(impl.grad), true};
+}
+
+// ---- recording and the backward pass ----
+
+void record(const char* op, std::vector<Tensor> inputs, std::vector<Tensor> outputs,
+            std::vector<Tensor> saved, BackwardFn backward_fn) {
+  Tape& t = tape();
+  Node node;
+  node.op = op;
+  node.inputs = std::move(inputs);
+  node.saved.reserve(saved.size());
+  for (Tensor& s : saved) {
+    const uint64_t version = s.version();
+    node.saved.push_back({std::move(s), version});
+  }
+  for (const Tensor& out : outputs) {
+    TensorImpl& impl = *out.impl();
+    impl.requires_grad = true;
+    impl.creator = op;
+    impl.tape_epoch = t.epoch_;
+    impl.tape_index = t.nodes_.size();
+  }
+  node.outputs = std::move(outputs);
+  node.backward = std::move(backward_fn);
+  t.nodes_.push_back(std::move(node));
+}
+
+void backward(const Tensor& root, const Tensor& seed) {
+  QKGRAD_CHECK(root.defined(), "backward(): the tensor is undefined");
+  QKGRAD_CHECK(seed.defined() && seed.shape() == root.shape() && seed.dtype() == root.dtype() &&
+                   seed.device() == root.device(),
+               "backward(): the seed gradient (", describe(seed), ") must match the tensor (",
+               describe(root), ")");
+  TensorImpl& r = *root.impl();
+  QKGRAD_CHECK(!r.consumed_by_backward, "backward(): called twice on the same tensor (",
+               describe(root), "); the first backward() consumed its tape. Run the forward pass "
+               "again to record a new one");
+  QKGRAD_CHECK(r.requires_grad, "backward(): the tensor (", describe(root),
+               ") does not require grad: none of the tensors it was computed from requires grad, "
+               "or it was computed under NoGradGuard");
+  if (r.creator == nullptr) {  // a leaf: its gradient is the seed itself
+    add_into_grad(r, seed.clone());
+    return;
+  }
+  Tape& t = tape();
+  QKGRAD_CHECK(r.tape_epoch == t.epoch_ && r.tape_index < t.nodes_.size(), "backward(): the tensor (",
+               describe(root), ") was made by op '", r.creator,
+               "' on a tape that was since cleared or consumed by another backward(); run the "
+               "forward pass again");
+
+  add_into_grad(r, seed.clone());
+  NoGradGuard no_grad;  // backward functions compute with ops but record nothing
+  try {
+    for (std::size_t i = r.tape_index + 1; i-- > 0;) {
+      Node& node = t.nodes_[i];
+      bool reached = false;
+      for (const Tensor& out : node.outputs) reached = reached || out.impl()->grad != nullptr;
+      if (reached) {
+        BackwardContext ctx(node);
+        node.backward(ctx);
+      }
+      for (const Tensor& out : node.outputs) {
+        if (!out.impl()->retains_grad) out.impl()->grad.reset();
+      }
+      node = Node{};  // frees what the node saved as soon as it is done
+    }
+  } catch (...) {
+    t.clear();
+    throw;
+  }
+  r.consumed_by_backward = true;
+  t.clear();
+}
+
+}  // namespace qkgrad

@@ -1,0 +1,78 @@
+#include "core/shape.h"
+
+#include "core/error.h"
+
+namespace qkgrad {
+
+namespace {
+void check_dims(const int64_t* dims, std::size_t count) {
+  QKGRAD_CHECK(count <= Shape::kMaxRank, "shape: rank ", count, " exceeds the maximum rank of ",
+               Shape::kMaxRank, "; reshape to fewer dimensions");
+  for (std::size_t i = 0; i < count; ++i) {
+    QKGRAD_CHECK(dims[i] >= 0, "shape: dimension ", i, " is negative (", dims[i],
+                 "); sizes must be >= 0");
+  }
+}
+}  // namespace
+
+Shape::Shape(std::initializer_list<int64_t> dims) {
+  check_dims(dims.begin(), dims.size());
+  rank_ = static_cast<int>(dims.size());
+  std::size_t i = 0;
+  for (int64_t d : dims) dims_[i++] = d;
+}
+
+Shape::Shape(const std::vector<int64_t>& dims) {
+  check_dims(dims.data(), dims.size());
+  rank_ = static_cast<int>(dims.size());
+  for (std::size_t i = 0; i < dims.size(); ++i) dims_[i] = dims[i];
+}
+
+int64_t Shape::numel() const {
+  int64_t n = 1;
+  for (int i = 0; i < rank_; ++i) n *= dims_[static_cast<std::size_t>(i)];
+  return n;
+}
+
+int64_t Shape::dim(int axis) const {
+  return dims_[static_cast<std::size_t>(normalize_axis("shape", axis, rank_))];
+}
+
+std::array<int64_t, Shape::kMaxRank> Shape::strides() const {
+  std::array<int64_t, kMaxRank> s{};
+  int64_t stride = 1;
+  for (int i = rank_ - 1; i >= 0; --i) {
+    s[static_cast<std::size_t>(i)] = stride;
+    stride *= dims_[static_cast<std::size_t>(i)];
+  }
+  return s;
+}
+
+bool Shape::operator==(const Shape& other) const {
+  if (rank_ != other.rank_) return false;
+  for (int i = 0; i < rank_; ++i) {
+    if (dims_[static_cast<std::size_t>(i)] != other.dims_[static_cast<std::size_t>(i)]) return false;
+  }
+  return true;
+}
+
+std::string Shape::str() const {
+  std::string s = "[";
+  for (int i = 0; i < rank_; ++i) {
+    if (i) s += ", ";
+    s += std::to_string(dims_[static_cast<std::size_t>(i)]);
+  }
+  return s + "]";
+}
+
+std::ostream& operator<<(std::ostream& out, const Shape& shape) { return out << shape.str(); }
+
+int normalize_axis(std::string_view op, int axis, int rank) {
+  const int normalized = axis < 0 ? axis + rank : axis;
+  QKGRAD_CHECK(normalized >= 0 && normalized < rank, op, ": axis ", axis,
+               " is out of range for a tensor of rank ", rank, " (valid: ", -rank, " to ",
+               rank - 1, ")");
+  return normalized;
+}
+
+}  // namespace qkgrad

@@ -1,0 +1,59 @@
+#include "ops/op_cases.h"
+
+#include "ops/op_table.h"
+
+namespace qkgrad {
+
+const std::vector<OpInfo>& op_table() {
+  static const std::vector<OpInfo> table = {
+#define QKGRAD_OP_INFO(name, summary) {#name, summary},
+      QKGRAD_DIFFERENTIABLE_OPS(QKGRAD_OP_INFO)
+#undef QKGRAD_OP_INFO
+  };
+  return table;
+}
+
+const std::vector<OpCase>& op_cases() {
+  static const std::vector<OpCase> cases = [] {
+    std::vector<OpCase> all;
+    add_elementwise_cases(all);
+    add_reduce_cases(all);
+    add_matmul_cases(all);
+    add_convert_cases(all);
+    return all;
+  }();
+  return cases;
+}
+
+std::vector<Tensor> make_case_inputs(const OpCase& c, uint64_t seed) {
+  Generator gen(seed, /*stream=*/0x6772616463686b);  // "gradchk"
+  std::vector<Tensor> inputs;
+  for (const InputSpec& spec : c.inputs) {
+    Tensor x;
+    switch (spec.domain) {
+      case InputDomain::normal:
+        x = Tensor::randn(spec.shape, gen, DType::f64);
+        break;
+      case InputDomain::positive:
+        x = Tensor::uniform(spec.shape, 0.5, 2.0, gen, DType::f64);
+        break;
+      case InputDomain::away_from_zero: {
+        x = Tensor::uniform(spec.shape, 0.2, 1.5, gen, DType::f64);
+        const Tensor sign = Tensor::uniform(spec.shape, -1.0, 1.0, gen, DType::f64);
+        double* v = x.data<double>();
+        const double* s = sign.data<double>();
+        for (int64_t i = 0; i < x.numel(); ++i) v[i] = s[i] < 0 ? -v[i] : v[i];
+        break;
+      }
+    }
+    x.requires_grad_();
+    inputs.push_back(x);
+  }
+  return inputs;
+}
+
+GradcheckResult run_op_case(const OpCase& c, uint64_t seed) {
+  return gradcheck(c.fn, make_case_inputs(c, seed), c.options);
+}
+
+}  // namespace qkgrad

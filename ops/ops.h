@@ -1,0 +1,55 @@
+// The op library: every differentiable function on tensors.
+//
+// Each op checks its inputs (a clear Error naming the op and the shapes), computes its forward
+// pass with backend kernels, and, when an input requires grad, records its hand-derived
+// backward on the tape. The math of each backward sits in a comment beside it; the full list
+// of ops is ops/op_table.h, and every one has a float64 finite-difference check
+// (ops/checks/, run by qkgrad-gradcheck).
+#pragma once
+
+#include "core/tensor.h"
+
+namespace qkgrad {
+
+// ---- elementwise, with NumPy broadcasting (ops/elementwise.cpp) ----
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor relu(const Tensor& x);
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& x);
+// A number next to a tensor becomes a scalar tensor of the tensor's dtype and device.
+Tensor operator+(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator/(double a, const Tensor& b);
+
+// ---- reductions (ops/reduce.cpp) ----
+Tensor sum(const Tensor& x);                                  // all elements -> shape []
+Tensor sum(const Tensor& x, int axis, bool keepdim = false);
+Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x, int axis, bool keepdim = false);
+
+// ---- linear algebra (ops/matmul.cpp) ----
+// a: [..., m, k], b: [..., k, n] -> [..., m, n]. The leading (batch) dims of a and b must be
+// equal, or one side must be a plain 2-D matrix shared by the whole batch.
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// ---- shape and type (ops/convert.cpp; also as Tensor::reshape and Tensor::to) ----
+Tensor reshape(const Tensor& x, const Shape& shape);  // same numel; shares storage
+Tensor to_dtype(const Tensor& x, DType dtype);
+
+}  // namespace qkgrad

@@ -1,0 +1,89 @@
+// Philox known answers, the reproducibility of random tensors, and their statistics.
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "backends/backend.h"
+#include "core/philox.h"
+#include "core/tensor.h"
+
+using namespace qkgrad;
+
+TEST_CASE("Philox4x32-10 matches the Random123 known-answer vectors", "[random]") {
+  // From Random123's kat_vectors: counter, key -> output.
+  const philox::Block zeros = philox::philox4x32_10({{0, 0, 0, 0}}, 0, 0);
+  CHECK(zeros.v[0] == 0x6627e8d5u);
+  CHECK(zeros.v[1] == 0xe169c58du);
+  CHECK(zeros.v[2] == 0xbc57ac4cu);
+  CHECK(zeros.v[3] == 0x9b00dbd8u);
+  const philox::Block ones = philox::philox4x32_10({{~0u, ~0u, ~0u, ~0u}}, ~0u, ~0u);
+  CHECK(ones.v[0] == 0x408f276du);
+  CHECK(ones.v[1] == 0x41c83b0eu);
+  CHECK(ones.v[2] == 0xa20bc7c6u);
+  CHECK(ones.v[3] == 0x6d5451fdu);
+  const philox::Block pi = philox::philox4x32_10({{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}},
+                                                 0xa4093822u, 0x299f31d0u);
+  CHECK(pi.v[0] == 0xd16cfe09u);
+  CHECK(pi.v[1] == 0x94fdccebu);
+  CHECK(pi.v[2] == 0x5001e420u);
+  CHECK(pi.v[3] == 0x24126ea1u);
+}
+
+TEST_CASE("random tensors are reproducible from the seed and advance the generator", "[random]") {
+  Generator g1(42), g2(42), g3(43);
+  const auto a = Tensor::randn({5, 7}, g1).to_vector();
+  const auto b = Tensor::randn({5, 7}, g2).to_vector();
+  const auto c = Tensor::randn({5, 7}, g3).to_vector();
+  CHECK(a == b);
+  CHECK(a != c);
+  CHECK(g1.offset() == 9);  // ceil(35 / 4) blocks
+  const auto a2 = Tensor::randn({5, 7}, g1).to_vector();
+  CHECK(a2 != a);
+  Generator other_stream(42, 1);
+  CHECK(Tensor::randn({5, 7}, other_stream).to_vector() != a);
+}
+
+TEST_CASE("random values do not depend on the number of threads", "[random]") {
+  const int threads = num_threads();
+  Generator g1(7);
+  set_num_threads(1);
+  const auto one = Tensor::randn({300, 300}, g1).to_vector();
+  set_num_threads(std::max(2, threads));
+  Generator g2(7);
+  const auto many = Tensor::randn({300, 300}, g2).to_vector();
+  set_num_threads(threads);
+  CHECK(one == many);
+}
+
+TEST_CASE("randn and uniform have the right moments and ranges", "[random]") {
+  Generator gen(3);
+  for (DType dtype : {DType::f32, DType::f64}) {
+    const auto z = Tensor::randn({200000}, gen, dtype).to_vector();
+    double mean = 0, var = 0;
+    for (double v : z) mean += v;
+    mean /= static_cast<double>(z.size());
+    for (double v : z) var += (v - mean) * (v - mean);
+    var /= static_cast<double>(z.size());
+    CHECK(std::fabs(mean) < 0.01);
+    CHECK(std::fabs(var - 1) < 0.02);
+    const auto u = Tensor::uniform({100000}, -2, 3, gen, dtype).to_vector();
+    double lo = 1e9, hi = -1e9, um = 0;
+    for (double v : u) {
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+      um += v;
+    }
+    CHECK(lo >= -2);
+    CHECK(hi <= 3);
+    CHECK(std::fabs(um / static_cast<double>(u.size()) - 0.5) < 0.02);
+  }
+}
+
+TEST_CASE("host-side draws: next_below is in range and uniform enough", "[random]") {
+  Generator gen(11);
+  std::vector<int> counts(6, 0);
+  for (int i = 0; i < 60000; ++i) ++counts[static_cast<std::size_t>(gen.next_below(6))];
+  for (int c : counts) CHECK(std::abs(c - 10000) < 400);
+  const double u = gen.next_uniform();
+  CHECK(u > 0);
+  CHECK(u < 1);
+}
