@@ -1,0 +1,40 @@
+# Shared by scripts/test.sh and scripts/demo.sh: install Debian packages, configure, build.
+# Source it from the repository root.
+
+# What a fresh Debian 12 machine needs to build and test qkgrad.
+QKGRAD_PACKAGES=(g++ meson ninja-build pkg-config libopenblas-openmp-dev catch2)
+
+# Installs the packages that are missing (apt-get update first; sudo when not root).
+ensure_packages() {
+  local missing=() pkg
+  for pkg in "${QKGRAD_PACKAGES[@]}" "$@"; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$pkg")
+    fi
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    if ! command -v sudo >/dev/null 2>&1; then
+      echo "error: missing packages (${missing[*]}) and not root, and sudo is not available;" >&2
+      echo "       install them with: apt-get install ${missing[*]}" >&2
+      return 1
+    fi
+    sudo="sudo"
+  fi
+  echo "== installing: ${missing[*]}"
+  $sudo apt-get update -q || return 1
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" || return 1
+}
+
+# configure_and_build DIR [meson options...]: release build in DIR, warnings are errors.
+configure_and_build() {
+  local dir="$1"
+  shift
+  if [ -f "$dir/build.ninja" ]; then
+    meson setup --reconfigure "$dir" --werror "$@" >/dev/null || return 1
+  else
+    meson setup "$dir" --buildtype=release --werror "$@" || return 1
+  fi
+  ninja -C "$dir"
+}
