@@ -1,0 +1,112 @@
+// qkgrad-bench-matmul: what does qkgrad add on top of the raw BLAS call it makes?
+//
+// For a few GEMM sizes it times, in the same run and interleaved (A B C A B C ...):
+//   blas     cblas_sgemm into a preallocated C (the reference: the best qkgrad can do)
+//   forward  qkgrad matmul(a, b) with no grad (allocates C through the caching allocator)
+//   fwd+bwd  matmul with a and b requiring grad, then backward: 3 GEMMs, compared with 3 BLAS calls
+// and prints medians and the ratio to BLAS (1.00 = no overhead).
+//   qkgrad-bench-matmul [--reps N] [--threads N]
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "core/autograd.h"
+#include "ops/ops.h"
+
+using namespace qkgrad;
+
+namespace {
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int reps = 15, threads = 0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string arg = argv[i];
+    if (arg == "--reps") reps = std::max(1, std::atoi(argv[i + 1]));
+    else if (arg == "--threads") threads = std::atoi(argv[i + 1]);
+    else {
+      std::fprintf(stderr, "usage: qkgrad-bench-matmul [--reps N] [--threads N]\n");
+      return 2;
+    }
+  }
+  if (threads > 0) set_num_threads(threads);
+  std::printf("threads %d, %d repetitions, median ms (GFLOP/s), ratio = qkgrad / blas\n", num_threads(), reps);
+  std::printf("%-22s %18s %18s %7s %18s %18s %7s\n", "m x k x n", "blas", "forward", "ratio", "3x blas", "fwd+bwd", "ratio");
+
+  struct Size { int64_t m, k, n; };
+  for (const Size s : {Size{256, 256, 256}, Size{512, 512, 512}, Size{1024, 1024, 1024}, Size{1280, 256, 8000}}) {
+    Generator gen(1);
+    Tensor a = Tensor::randn({s.m, s.k}, gen), b = Tensor::randn({s.k, s.n}, gen);
+    Tensor c = Tensor::empty({s.m, s.n});
+    Tensor ga = Tensor::randn({s.m, s.k}, gen), gb = Tensor::randn({s.k, s.n}, gen);
+    Tensor seed = Tensor::ones({s.m, s.n});
+    Tensor pa = a.clone(), pb = b.clone();
+    pa.requires_grad_();
+    pb.requires_grad_();
+    auto blas = [&](const float* x, const float* y, float* z, bool tx, bool ty, int64_t m, int64_t n, int64_t k) {
+      cblas_sgemm(CblasRowMajor, tx ? CblasTrans : CblasNoTrans, ty ? CblasTrans : CblasNoTrans,
+                  static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, x,
+                  static_cast<blasint>(tx ? m : k), y, static_cast<blasint>(ty ? k : n), 0.0f, z,
+                  static_cast<blasint>(n));
+    };
+    std::vector<double> t_blas, t_fwd, t_blas3, t_train;
+    for (int r = 0; r < reps + 2; ++r) {  // the first 2 rounds warm caches and are dropped
+      double t0 = now_ms();
+      blas(a.data<float>(), b.data<float>(), c.data<float>(), false, false, s.m, s.n, s.k);
+      const double blas_ms = now_ms() - t0;
+
+      t0 = now_ms();
+      {
+        NoGradGuard no_grad;
+        const Tensor out = matmul(a, b);
+      }
+      const double fwd_ms = now_ms() - t0;
+
+      t0 = now_ms();
+      blas(a.data<float>(), b.data<float>(), c.data<float>(), false, false, s.m, s.n, s.k);
+      blas(seed.data<float>(), b.data<float>(), ga.data<float>(), false, true, s.m, s.k, s.n);
+      blas(a.data<float>(), seed.data<float>(), gb.data<float>(), true, false, s.k, s.n, s.m);
+      const double blas3_ms = now_ms() - t0;
+
+      t0 = now_ms();
+      pa.clear_grad();
+      pb.clear_grad();
+      matmul(pa, pb).backward(seed);
+      const double train_ms = now_ms() - t0;
+      if (r >= 2) {
+        t_blas.push_back(blas_ms);
+        t_fwd.push_back(fwd_ms);
+        t_blas3.push_back(blas3_ms);
+        t_train.push_back(train_ms);
+      }
+    }
+    const double flop = 2.0 * static_cast<double>(s.m * s.k * s.n);
+    auto cell = [&](double ms, double f) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%8.3f (%6.1f)", ms, f / ms / 1e6);
+      return std::string(buf);
+    };
+    const double mb = median(t_blas), mf = median(t_fwd), m3 = median(t_blas3), mt = median(t_train);
+    char label[64];
+    std::snprintf(label, sizeof label, "%ld x %ld x %ld", static_cast<long>(s.m), static_cast<long>(s.k), static_cast<long>(s.n));
+    std::printf("%-22s %18s %18s %7.2f %18s %18s %7.2f\n", label, cell(mb, flop).c_str(), cell(mf, flop).c_str(),
+                mf / mb, cell(m3, 3 * flop).c_str(), cell(mt, 3 * flop).c_str(), mt / m3);
+  }
+  return 0;
+}
