@@ -14,6 +14,15 @@ const char* unary_op_name(UnaryOp op) {
     case UnaryOp::log: return "log";
     case UnaryOp::tanh: return "tanh";
     case UnaryOp::relu: return "relu";
+    case UnaryOp::sqrt: return "sqrt";
+    case UnaryOp::rsqrt: return "rsqrt";
+    case UnaryOp::sigmoid: return "sigmoid";
+    case UnaryOp::gelu: return "gelu";
+    case UnaryOp::square: return "square";
+    case UnaryOp::pow: return "pow";
+    case UnaryOp::clamp: return "clamp";
+    case UnaryOp::add_scalar: return "add_scalar";
+    case UnaryOp::mul_scalar: return "mul_scalar";
   }
   return "?";
 }
@@ -51,10 +60,12 @@ void Backend::fill(Tensor&, double) { not_implemented("fill"); }
 void Backend::copy(const Tensor&, Tensor&) { not_implemented("copy"); }
 void Backend::fill_uniform(Tensor&, double, double, RandomStream) { not_implemented("fill_uniform"); }
 void Backend::fill_normal(Tensor&, double, double, RandomStream) { not_implemented("fill_normal"); }
-void Backend::unary(UnaryOp, const Tensor&, Tensor&) { not_implemented("unary"); }
-void Backend::unary_backward(UnaryOp, const Tensor&, const Tensor&, const Tensor&, Tensor&, bool) {
+void Backend::unary(UnaryOp, UnaryParams, const Tensor&, Tensor&) { not_implemented("unary"); }
+void Backend::unary_backward(UnaryOp, UnaryParams, const Tensor*, const Tensor*, const Tensor&,
+                             Tensor&, bool) {
   not_implemented("unary_backward");
 }
+void Backend::where(const Tensor&, const Tensor&, const Tensor&, Tensor&) { not_implemented("where"); }
 void Backend::binary(BinaryOp, const Tensor&, const Tensor&, Tensor&) { not_implemented("binary"); }
 void Backend::broadcast_to(const Tensor&, Tensor&) { not_implemented("broadcast_to"); }
 void Backend::scale(const Tensor&, double, Tensor&) { not_implemented("scale"); }

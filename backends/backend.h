@@ -16,7 +16,14 @@ namespace qkgrad {
 
 class Tensor;
 
-enum class UnaryOp { neg, exp, log, tanh, relu };
+// Elementwise maps y = f(x). Some take parameters (UnaryParams): pow (a = exponent),
+// clamp (a = low, b = high), add_scalar (a), mul_scalar (a).
+enum class UnaryOp {
+  neg, exp, log, tanh, relu, sqrt, rsqrt, sigmoid, gelu, square, pow, clamp, add_scalar, mul_scalar
+};
+struct UnaryParams {
+  double a = 0, b = 0;
+};
 enum class BinaryOp { add, sub, mul, div };
 
 const char* unary_op_name(UnaryOp op);
@@ -73,12 +80,15 @@ class Backend {
   virtual void fill_normal(Tensor& out, double mean, double stddev, RandomStream rs);
 
   // y = f(x)
-  virtual void unary(UnaryOp op, const Tensor& x, Tensor& y);
-  // dx = dy * f'(x) (or dx += when accumulate); y = f(x) is given so f' can reuse it.
-  virtual void unary_backward(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& dy,
-                              Tensor& dx, bool accumulate);
+  virtual void unary(UnaryOp op, UnaryParams p, const Tensor& x, Tensor& y);
+  // dx = dy * f'(x) (or dx += when accumulate). f' reads x, or y = f(x), or neither: the op
+  // passes the one its derivative needs (see ops/elementwise.cpp) and nullptr for the other.
+  virtual void unary_backward(UnaryOp op, UnaryParams p, const Tensor* x, const Tensor* y,
+                              const Tensor& dy, Tensor& dx, bool accumulate);
   // out = a (op) b with NumPy broadcasting: a and b broadcast to out's shape.
   virtual void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out);
+  // out = mask != 0 ? a : b, all three broadcast to out's shape (mask has out's dtype).
+  virtual void where(const Tensor& mask, const Tensor& a, const Tensor& b, Tensor& out);
   // out = x broadcast to out's shape.
   virtual void broadcast_to(const Tensor& x, Tensor& out);
   // out = alpha * x (out may be x itself).

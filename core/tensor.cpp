@@ -97,7 +97,23 @@ Tensor Tensor::from_vector(const std::vector<double>& values, const Shape& shape
   return out;
 }
 
+Tensor Tensor::from_ids(const std::vector<int64_t>& ids, const Shape& shape, Device device) {
+  QKGRAD_CHECK(static_cast<int64_t>(ids.size()) == shape.numel(), "from_ids: ", ids.size(),
+               " ids cannot fill shape ", shape, " (", shape.numel(), " elements)");
+  Tensor host = empty(shape, DType::i64, Device::cpu);
+  std::copy(ids.begin(), ids.end(), host.data<int64_t>());
+  return device == Device::cpu ? host : host.to(device);
+}
+
+std::vector<int64_t> Tensor::to_ids() const {
+  QKGRAD_CHECK(dtype() == DType::i64, "to_ids: the tensor is ", describe(*this), ", not i64");
+  const Tensor host = to(Device::cpu);
+  const int64_t* p = host.data<int64_t>();
+  return std::vector<int64_t>(p, p + numel());
+}
+
 Tensor Tensor::randn(const Shape& shape, Generator& gen, DType dtype, Device device) {
+  QKGRAD_CHECK(is_floating(dtype), "randn: dtype must be f32 or f64, not i64");
   Tensor t = empty(shape, dtype, device);
   const RandomStream rs{gen.seed(), gen.stream(),
                         gen.reserve_blocks(random_blocks_needed(dtype, shape.numel()))};
@@ -108,6 +124,7 @@ Tensor Tensor::randn(const Shape& shape, Generator& gen, DType dtype, Device dev
 Tensor Tensor::uniform(const Shape& shape, double low, double high, Generator& gen, DType dtype,
                        Device device) {
   QKGRAD_CHECK(low <= high, "uniform: low (", low, ") must be <= high (", high, ")");
+  QKGRAD_CHECK(is_floating(dtype), "uniform: dtype must be f32 or f64, not i64");
   Tensor t = empty(shape, dtype, device);
   const RandomStream rs{gen.seed(), gen.stream(),
                         gen.reserve_blocks(random_blocks_needed(dtype, shape.numel()))};
@@ -142,6 +159,7 @@ T* Tensor::data() const {
 }
 template float* Tensor::data<float>() const;
 template double* Tensor::data<double>() const;
+template int64_t* Tensor::data<int64_t>() const;
 
 uint64_t Tensor::version() const { return checked_impl("version").storage->version(); }
 
@@ -155,6 +173,11 @@ double read_element(const Tensor& t, int64_t flat) {
     float v;
     backend(t.device()).copy_to_host(&v, src, sizeof v);
     return v;
+  }
+  if (t.dtype() == DType::i64) {
+    int64_t v;
+    backend(t.device()).copy_to_host(&v, src, sizeof v);
+    return static_cast<double>(v);
   }
   double v;
   backend(t.device()).copy_to_host(&v, src, sizeof v);
@@ -178,6 +201,9 @@ void Tensor::set(std::initializer_list<int64_t> index, double value) {
   char* dst = static_cast<char*>(raw_data()) + flat * static_cast<int64_t>(dtype_size(dtype()));
   if (dtype() == DType::f32) {
     const float v = static_cast<float>(value);
+    backend(device()).copy_from_host(dst, &v, sizeof v);
+  } else if (dtype() == DType::i64) {
+    const int64_t v = static_cast<int64_t>(value);
     backend(device()).copy_from_host(dst, &v, sizeof v);
   } else {
     backend(device()).copy_from_host(dst, &value, sizeof value);
@@ -266,6 +292,8 @@ Tensor& Tensor::requires_grad_(bool on) {
   QKGRAD_CHECK(impl.creator == nullptr || on, "requires_grad_(false): the tensor (",
                describe(*this), ") was produced by op '", impl.creator,
                "' on the tape; use detach() to get a copy cut off from autograd");
+  QKGRAD_CHECK(!on || is_floating(impl.dtype), "requires_grad_(): ", describe(*this),
+               " holds indices; only f32/f64 tensors can require grad");
   impl.requires_grad = on;
   return *this;
 }

@@ -56,6 +56,10 @@ class Tensor {
   // Row-major values; values.size() must equal shape.numel().
   static Tensor from_vector(const std::vector<double>& values, const Shape& shape,
                             DType dtype = DType::f32, Device device = Device::cpu);
+  // An i64 tensor of indices (token ids, gather indices), and back.
+  static Tensor from_ids(const std::vector<int64_t>& ids, const Shape& shape,
+                         Device device = Device::cpu);
+  std::vector<int64_t> to_ids() const;
   // Random tensors: the values depend only on the generator's seed, stream and offset
   // (see core/philox.h), identical on every device and thread count.
   static Tensor randn(const Shape& shape, Generator& gen, DType dtype = DType::f32,

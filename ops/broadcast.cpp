@@ -53,12 +53,4 @@ Tensor expand_to(const Tensor& x, const Shape& shape) {
   return out;
 }
 
-void check_same_dtype_device(std::string_view op, const Tensor& a, const Tensor& b) {
-  QKGRAD_CHECK(a.defined() && b.defined(), op, ": an input tensor is undefined");
-  QKGRAD_CHECK(a.dtype() == b.dtype(), op, ": dtypes differ: ", describe(a), " and ",
-               describe(b), "; convert one with .to(DType::", dtype_name(a.dtype()), ")");
-  QKGRAD_CHECK(a.device() == b.device(), op, ": devices differ: ", describe(a), " and ",
-               describe(b), "; move one with .to(Device::", device_name(a.device()), ")");
-}
-
 }  // namespace qkgrad

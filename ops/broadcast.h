@@ -17,7 +17,4 @@ Tensor sum_to_shape(const Tensor& grad, const Shape& shape);
 // Copies x into a new tensor of the broadcast shape.
 Tensor expand_to(const Tensor& x, const Shape& shape);
 
-// Checks that two tensors can meet in one op (same dtype and device), or throws naming the op.
-void check_same_dtype_device(std::string_view op, const Tensor& a, const Tensor& b);
-
 }  // namespace qkgrad

@@ -3,6 +3,7 @@
 #include "core/autograd.h"
 #include "core/error.h"
 #include "ops/ops.h"
+#include "ops/validate.h"
 
 namespace qkgrad {
 

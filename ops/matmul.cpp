@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "ops/broadcast.h"
 #include "ops/ops.h"
+#include "ops/validate.h"
 
 namespace qkgrad {
 

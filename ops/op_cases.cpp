@@ -6,11 +6,25 @@ namespace qkgrad {
 
 const std::vector<OpInfo>& op_table() {
   static const std::vector<OpInfo> table = {
-#define QKGRAD_OP_INFO(name, summary) {#name, summary},
+#define QKGRAD_OP_INFO(name, forward, backward) {#name, forward, backward},
       QKGRAD_DIFFERENTIABLE_OPS(QKGRAD_OP_INFO)
 #undef QKGRAD_OP_INFO
   };
   return table;
+}
+
+std::string op_table_markdown() {
+  std::string md =
+      "# The ops\n\n"
+      "Generated from `ops/op_table.h` by `qkgrad-gradcheck --markdown`; a test fails when this\n"
+      "file and the table differ. x̄ is d(loss)/dx; `sum_to(t, x)` sums `t` over the axes along\n"
+      "which `x` was broadcast. Derivations: `docs/autodiff.md`. Every op below has float64\n"
+      "finite-difference checks in `ops/checks/` (`qkgrad-gradcheck --op NAME --verbose`).\n\n"
+      "| op | forward | backward |\n|----|---------|----------|\n";
+  for (const OpInfo& op : op_table()) {
+    md += "| `" + op.name + "` | " + op.forward + " | " + op.backward + " |\n";
+  }
+  return md;
 }
 
 const std::vector<OpCase>& op_cases() {

@@ -1,37 +1,60 @@
-// The one list of every differentiable op. The gradient-check program, the test suite and the
-// docs loop over it; tests/test_gradcheck.cpp fails if an op here has no check case.
+// The one list of every differentiable op, with its forward and backward formula. The
+// gradient-check program, the test suite and docs/ops.md are all generated from it:
+// tests/test_gradcheck.cpp fails if an op here has no check case, and tests/test_docs.cpp fails
+// if docs/ops.md differs from `qkgrad-gradcheck --markdown`.
 //
 // To add an op: write it in ops/ (forward, backward, math comment), add a line here, and add
 // at least one case in ops/checks/. See README.md, "Adding an op".
+//
+// Notation: x̄ is d(loss)/dx; sum_to(t, x) sums t over the axes along which x was broadcast.
 #pragma once
 
 #include <string>
 #include <vector>
 
-// X(name, summary)
-#define QKGRAD_DIFFERENTIABLE_OPS(X)                                   \
-  X(add, "a + b with broadcasting")                                    \
-  X(sub, "a - b with broadcasting")                                    \
-  X(mul, "a * b with broadcasting")                                    \
-  X(div, "a / b with broadcasting")                                    \
-  X(neg, "-x")                                                         \
-  X(exp, "e^x")                                                        \
-  X(log, "natural log")                                                \
-  X(tanh, "hyperbolic tangent")                                        \
-  X(relu, "max(x, 0)")                                                 \
-  X(sum, "sum of all elements, or along an axis (keepdim optional)")   \
-  X(mean, "mean of all elements, or along an axis (keepdim optional)") \
-  X(matmul, "matrix product, 2-D or batched (BLAS)")                   \
-  X(reshape, "same data, another shape (shares storage)")              \
-  X(to_dtype, "conversion between float32 and float64")
+// X(name, forward, backward)
+#define QKGRAD_DIFFERENTIABLE_OPS(X)                                                          \
+  X(add, "c = a + b (broadcasting)", "ā = sum_to(c̄, a), b̄ = sum_to(c̄, b)")                  \
+  X(sub, "c = a − b (broadcasting)", "ā = sum_to(c̄, a), b̄ = −sum_to(c̄, b)")                 \
+  X(mul, "c = a ⊙ b (broadcasting)", "ā = sum_to(c̄ ⊙ b, a), b̄ = sum_to(c̄ ⊙ a, b)")         \
+  X(div, "c = a / b (broadcasting)", "ā = sum_to(c̄ / b, a), b̄ = −sum_to(c̄ ⊙ c / b, b)")     \
+  X(neg, "y = −x", "x̄ = −ȳ")                                                                 \
+  X(add_scalar, "y = x + s", "x̄ = ȳ")                                                        \
+  X(mul_scalar, "y = s·x", "x̄ = s·ȳ")                                                        \
+  X(exp, "y = eˣ", "x̄ = ȳ ⊙ y")                                                              \
+  X(log, "y = ln x", "x̄ = ȳ / x")                                                            \
+  X(sqrt, "y = √x", "x̄ = ȳ / (2y)")                                                          \
+  X(rsqrt, "y = 1/√x", "x̄ = −ȳ ⊙ y³ / 2")                                                   \
+  X(square, "y = x²", "x̄ = 2x ⊙ ȳ")                                                          \
+  X(pow, "y = xᵖ (scalar p)", "x̄ = p·xᵖ⁻¹ ⊙ ȳ (0 when p = 0)")                               \
+  X(tanh, "y = tanh x", "x̄ = ȳ ⊙ (1 − y²)")                                                  \
+  X(sigmoid, "y = 1 / (1 + e⁻ˣ)", "x̄ = ȳ ⊙ y(1 − y)")                                       \
+  X(relu, "y = max(x, 0)", "x̄ = ȳ ⊙ [x > 0]")                                                \
+  X(gelu, "y = x/2·(1 + tanh u), u = √(2/π)(x + 0.044715x³)",                                 \
+    "x̄ = ȳ ⊙ ((1 + tanh u)/2 + x/2·(1 − tanh²u)·√(2/π)(1 + 3·0.044715x²))")                  \
+  X(clamp, "y = min(max(x, lo), hi)", "x̄ = ȳ ⊙ [lo ≤ x ≤ hi]")                              \
+  X(where, "y = m ? a : b (broadcasting; m has no gradient)",                                 \
+    "ā = sum_to(m ? ȳ : 0, a), b̄ = sum_to(m ? 0 : ȳ, b)")                                    \
+  X(masked_fill, "y = m ? v : x (m broadcast to x)", "x̄ = m ? 0 : ȳ (through where)")       \
+  X(sum, "y = Σ x, over all elements or one axis (keepdim optional)",                         \
+    "x̄ = ȳ broadcast back over the summed axis")                                              \
+  X(mean, "y = (1/n) Σ x, over all elements or one axis", "x̄ = ȳ / n broadcast back")        \
+  X(matmul, "C = A B, 2-D or batched; a 2-D operand may be shared by the batch",              \
+    "Ā = C̄ Bᵀ, B̄ = Aᵀ C̄ (summed over the batch for a shared operand)")                     \
+  X(reshape, "y = x with another shape (shares storage)", "x̄ = reshape(ȳ, x.shape)")          \
+  X(to_dtype, "y = x converted between f32 and f64", "x̄ = ȳ converted back")
 
 namespace qkgrad {
 
 struct OpInfo {
   std::string name;
-  std::string summary;
+  std::string forward;
+  std::string backward;
 };
 
 const std::vector<OpInfo>& op_table();
+
+// docs/ops.md, generated from the table.
+std::string op_table_markdown();
 
 }  // namespace qkgrad

@@ -21,13 +21,26 @@ Tensor exp(const Tensor& x);
 Tensor log(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor relu(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);     // 1/√x
+Tensor sigmoid(const Tensor& x);
+Tensor gelu(const Tensor& x);      // the tanh approximation
+Tensor square(const Tensor& x);
+Tensor pow(const Tensor& x, double exponent);
+Tensor clamp(const Tensor& x, double low, double high);
+Tensor add_scalar(const Tensor& x, double s);
+Tensor mul_scalar(const Tensor& x, double s);
+// mask ? a : b, broadcasting all three; mask (any dtype, nonzero = true) gets no gradient.
+Tensor where(const Tensor& mask, const Tensor& a, const Tensor& b);
+// mask ? value : x, mask broadcast to x's shape.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);
 Tensor operator*(const Tensor& a, const Tensor& b);
 Tensor operator/(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& x);
-// A number next to a tensor becomes a scalar tensor of the tensor's dtype and device.
+// A number next to a tensor: add_scalar / mul_scalar (x / s is x · (1/s)).
 Tensor operator+(const Tensor& a, double b);
 Tensor operator+(double a, const Tensor& b);
 Tensor operator-(const Tensor& a, double b);

@@ -24,10 +24,11 @@ class CpuBackend final : public Backend {
   // cpu_elementwise.cpp
   void fill(Tensor& out, double value) override;
   void copy(const Tensor& src, Tensor& dst) override;
-  void unary(UnaryOp op, const Tensor& x, Tensor& y) override;
-  void unary_backward(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx,
-                      bool accumulate) override;
+  void unary(UnaryOp op, UnaryParams p, const Tensor& x, Tensor& y) override;
+  void unary_backward(UnaryOp op, UnaryParams p, const Tensor* x, const Tensor* y,
+                      const Tensor& dy, Tensor& dx, bool accumulate) override;
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) override;
+  void where(const Tensor& mask, const Tensor& a, const Tensor& b, Tensor& out) override;
   void broadcast_to(const Tensor& x, Tensor& out) override;
   void scale(const Tensor& x, double alpha, Tensor& out) override;
   void axpy(double alpha, const Tensor& x, Tensor& y) override;

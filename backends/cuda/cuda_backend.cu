@@ -79,7 +79,14 @@ __global__ void random_kernel(T* out, int64_t n, RandomStream rs, bool normal, d
 template <typename Fn>
 void dispatch(DType dtype, Fn&& fn) {
   if (dtype == DType::f32) fn(float{});
-  else fn(double{});
+  else if (dtype == DType::f64) fn(double{});
+  else fail("internal error: a floating-point cuda kernel was called on an i64 tensor");
+}
+
+template <typename Fn>
+void dispatch_all(DType dtype, Fn&& fn) {
+  if (dtype == DType::i64) fn(int64_t{});
+  else dispatch(dtype, fn);
 }
 
 // ---- caching allocator: cudaMalloc only when the cache has no block that fits ----
@@ -158,7 +165,7 @@ class CudaBackend final : public Backend {
   void fill(Tensor& out, double value) override {
     const int64_t n = out.numel();
     if (n == 0) return;
-    dispatch(out.dtype(), [&](auto tag) {
+    dispatch_all(out.dtype(), [&](auto tag) {
       using T = decltype(tag);
       fill_kernel<T><<<blocks_for(n), kThreads>>>(out.data<T>(), n, static_cast<T>(value));
     });
@@ -172,9 +179,9 @@ class CudaBackend final : public Backend {
       QKGRAD_CUDA_CHECK(cudaMemcpy(dst.raw_data(), src.raw_data(), src.nbytes(), cudaMemcpyDeviceToDevice));
       return;
     }
-    dispatch(src.dtype(), [&](auto s) {
+    dispatch_all(src.dtype(), [&](auto s) {
       using S = decltype(s);
-      dispatch(dst.dtype(), [&](auto d) {
+      dispatch_all(dst.dtype(), [&](auto d) {
         using D = decltype(d);
         cast_kernel<S, D><<<blocks_for(n), kThreads>>>(src.data<S>(), dst.data<D>(), n);
       });

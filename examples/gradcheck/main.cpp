@@ -15,8 +15,9 @@ namespace {
 
 void usage(std::FILE* out) {
   std::fprintf(out,
-               "usage: qkgrad-gradcheck [--list] [--op NAME] [--verbose] [--seed N]\n"
+               "usage: qkgrad-gradcheck [--list] [--markdown] [--op NAME] [--verbose] [--seed N]\n"
                "  --list      print the names of all differentiable ops and exit\n"
+               "  --markdown  print docs/ops.md (every op's forward and backward) and exit\n"
                "  --op NAME   check only this op\n"
                "  --verbose   also print every case of every op\n"
                "  --seed N    seed for the random inputs (default 0)\n");
@@ -26,13 +27,15 @@ void usage(std::FILE* out) {
 
 int main(int argc, char** argv) {
   using namespace qkgrad;
-  bool list = false, verbose = false;
+  bool list = false, verbose = false, markdown = false;
   std::string only;
   uint64_t seed = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--list") {
       list = true;
+    } else if (arg == "--markdown") {
+      markdown = true;
     } else if (arg == "--verbose") {
       verbose = true;
     } else if ((arg == "--op" || arg == "--seed") && i + 1 < argc) {
@@ -57,6 +60,10 @@ int main(int argc, char** argv) {
     }
   }
 
+  if (markdown) {
+    std::fputs(op_table_markdown().c_str(), stdout);
+    return 0;
+  }
   if (list) {
     for (const OpInfo& op : op_table()) std::printf("%s\n", op.name.c_str());
     return 0;
