@@ -72,6 +72,12 @@ void Backend::scale(const Tensor&, double, Tensor&) { not_implemented("scale"); 
 void Backend::axpy(double, const Tensor&, Tensor&) { not_implemented("axpy"); }
 void Backend::sum_axis(const Tensor&, int64_t, int64_t, int64_t, Tensor&) { not_implemented("sum_axis"); }
 void Backend::sum_all(const Tensor&, Tensor&) { not_implemented("sum_all"); }
+void Backend::reduce_axis(ReduceOp, const Tensor&, int64_t, int64_t, int64_t, Tensor&) {
+  not_implemented("reduce_axis");
+}
+void Backend::max_axis_backward(const Tensor&, const Tensor&, int64_t, int64_t, int64_t, Tensor&) {
+  not_implemented("max_axis_backward");
+}
 void Backend::gemm(const GemmSpec&, const Tensor&, const Tensor&, Tensor&) { not_implemented("gemm"); }
 void Backend::sgd_update(Tensor&, const Tensor&, Tensor&, double, double, double) {
   not_implemented("sgd_update");

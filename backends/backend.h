@@ -25,6 +25,8 @@ struct UnaryParams {
   double a = 0, b = 0;
 };
 enum class BinaryOp { add, sub, mul, div };
+// Reductions of the reduce_axis kernel: max, log Σ exp (stable), and the l2 norm √(Σ x²).
+enum class ReduceOp { max, logsumexp, norm };
 
 const char* unary_op_name(UnaryOp op);
 const char* binary_op_name(BinaryOp op);
@@ -100,6 +102,13 @@ class Backend {
   virtual void sum_axis(const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor& out);
   // out (one element) = sum of all of x, in a fixed order (independent of thread count).
   virtual void sum_all(const Tensor& x, Tensor& out);
+  // x viewed as [outer, n, inner]: out[o, i] = reduce over j < n of x[o, j, i].
+  virtual void reduce_axis(ReduceOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner,
+                           Tensor& out);
+  // The backward of max: dx[o, j, i] = dy[o, i] at the first j where x attains its maximum,
+  // 0 elsewhere (dx is overwritten).
+  virtual void max_axis_backward(const Tensor& x, const Tensor& dy, int64_t outer, int64_t n,
+                                 int64_t inner, Tensor& dx);
 
   virtual void gemm(const GemmSpec& spec, const Tensor& a, const Tensor& b, Tensor& c);
 

@@ -76,6 +76,7 @@ class BackwardContext {
   // d(loss)/d(output k); zeros if no gradient reached that output.
   Tensor grad_output(int k = 0) const;
   const Tensor& input(int i) const;
+  int node_inputs() const { return static_cast<int>(node_.inputs.size()); }
   bool needs_grad(int i) const;  // does input i require a gradient?
   // Saved tensor j, after checking nobody wrote to it in place since the forward pass.
   const Tensor& saved(int j) const;

@@ -39,8 +39,14 @@
   X(sum, "y = Σ x, over all elements or one axis (keepdim optional)",                         \
     "x̄ = ȳ broadcast back over the summed axis")                                              \
   X(mean, "y = (1/n) Σ x, over all elements or one axis", "x̄ = ȳ / n broadcast back")        \
-  X(matmul, "C = A B, 2-D or batched; a 2-D operand may be shared by the batch",              \
-    "Ā = C̄ Bᵀ, B̄ = Aᵀ C̄ (summed over the batch for a shared operand)")                     \
+  X(max, "y = max x, over all elements or one axis", "x̄ = ȳ at the first argmax, 0 elsewhere") \
+  X(logsumexp, "y = log Σ eˣ = m + log Σ e^(x−m), m = max x", "x̄ = ȳ ⊙ e^(x − y)")          \
+  X(norm, "y = ‖x‖₂ = √(Σ x²), over all elements or one axis",                                \
+    "x̄ = ȳ ⊙ x / y (0 where y = 0)")                                                          \
+  X(matmul, "C = op(A) op(B), op = identity or transpose (a flag); 2-D, batched, or shared 2-D", \
+    "d op(A) = C̄ op(B)ᵀ, d op(B) = op(A)ᵀ C̄ (summed over the batch for a shared operand)")  \
+  X(linear, "y = x Wᵀ + b over the last dim (one GEMM, bias folded in)",                       \
+    "x̄ = ȳ W, W̄ = ȳᵀ x, b̄ = Σ_rows ȳ")                                                      \
   X(reshape, "y = x with another shape (shares storage)", "x̄ = reshape(ȳ, x.shape)")          \
   X(to_dtype, "y = x converted between f32 and f64", "x̄ = ȳ converted back")
 

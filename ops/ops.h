@@ -55,11 +55,20 @@ Tensor sum(const Tensor& x);                                  // all elements ->
 Tensor sum(const Tensor& x, int axis, bool keepdim = false);
 Tensor mean(const Tensor& x);
 Tensor mean(const Tensor& x, int axis, bool keepdim = false);
+Tensor max(const Tensor& x);                                  // gradient to the (first) argmax
+Tensor max(const Tensor& x, int axis, bool keepdim = false);
+Tensor logsumexp(const Tensor& x);                            // log Σ eˣ, computed stably
+Tensor logsumexp(const Tensor& x, int axis, bool keepdim = false);
+Tensor norm(const Tensor& x);                                 // l2 norm √(Σ x²)
+Tensor norm(const Tensor& x, int axis, bool keepdim = false);
 
 // ---- linear algebra (ops/matmul.cpp) ----
-// a: [..., m, k], b: [..., k, n] -> [..., m, n]. The leading (batch) dims of a and b must be
-// equal, or one side must be a plain 2-D matrix shared by the whole batch.
-Tensor matmul(const Tensor& a, const Tensor& b);
+// op(a): [..., m, k], op(b): [..., k, n] -> [..., m, n], where op(x) is x, or x with its last
+// two dims swapped when its trans flag is set (a GEMM flag: no copy). The leading (batch) dims
+// of a and b must be equal, or one side must be a plain 2-D matrix shared by the whole batch.
+Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
+// y = x Wᵀ + b over the last dim: x [..., in], weight [out, in], bias [out] (or undefined).
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
 // ---- shape and type (ops/convert.cpp; also as Tensor::reshape and Tensor::to) ----
 Tensor reshape(const Tensor& x, const Shape& shape);  // same numel; shares storage

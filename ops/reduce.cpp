@@ -94,4 +94,90 @@ Tensor mean(const Tensor& x) {
 
 Tensor mean(const Tensor& x, int axis, bool keepdim) { return reduce_axis("mean", x, axis, keepdim, true); }
 
+// ---- max, logsumexp, norm: one kernel (Backend::reduce_axis) each, over one axis or all ----
+
+namespace {
+
+// x viewed as [outer, n, inner] around `axis` (axis < 0: everything, as [1, numel, 1]).
+struct AxisView {
+  int64_t outer = 1, n = 1, inner = 1;
+  Shape kept;  // the output shape with the reduced axis kept as 1 (for broadcasting back)
+};
+
+AxisView axis_view(const Shape& s, int axis) {
+  AxisView v;
+  if (axis < 0) {
+    v.n = s.numel();
+    std::vector<int64_t> ones(static_cast<std::size_t>(s.rank()), 1);
+    v.kept = Shape(ones);
+    return v;
+  }
+  for (int i = 0; i < axis; ++i) v.outer *= s[i];
+  for (int i = axis + 1; i < s.rank(); ++i) v.inner *= s[i];
+  v.n = s[axis];
+  v.kept = reduced_shape(s, axis, true);
+  return v;
+}
+
+// y = reduce(x) over `axis` (or all when axis == kAll), recorded with `backward_fn`, which
+// receives (ctx, x, y and ȳ reshaped to the kept shape, the view).
+constexpr int kAll = -1000;
+
+template <typename BackwardFn>
+Tensor reduce_op(const char* op, ReduceOp kind, const Tensor& x, int axis, bool keepdim,
+                 bool empty_ok, BackwardFn backward_fn) {
+  check_floating(op, x);
+  const int a = axis == kAll ? -1 : normalize_axis(op, axis, x.rank());
+  const AxisView v = axis_view(x.shape(), a);
+  QKGRAD_CHECK(empty_ok || v.n > 0, op, ": cannot reduce over ", a < 0 ? "all elements" : "axis",
+               a < 0 ? "" : cat(" ", axis), " of a tensor with shape ", x.shape(), " (nothing to reduce)");
+  const Shape out_shape = a < 0 ? Shape{} : reduced_shape(x.shape(), a, keepdim);
+  Tensor y = Tensor::empty(out_shape, x.dtype(), x.device());
+  backend(x.device()).reduce_axis(kind, x, v.outer, v.n, v.inner, y);
+  if (should_record(x)) {
+    record(op, {x}, {y}, {x, y}, [v, backward_fn](BackwardContext& ctx) {
+      const Tensor& xs = ctx.saved(0);
+      const Tensor y_kept = reshape(ctx.saved(1), v.kept);
+      const Tensor dy_kept = reshape(ctx.grad_output(), v.kept);
+      ctx.accumulate(0, backward_fn(xs, y_kept, dy_kept, v));
+    });
+  }
+  return y;
+}
+
+// y = max x           x̄ = ȳ at the (first) argmax, 0 elsewhere
+Tensor max_backward(const Tensor& x, const Tensor&, const Tensor& dy, const AxisView& v) {
+  Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+  backend(x.device()).max_axis_backward(x, dy, v.outer, v.n, v.inner, dx);
+  return dx;
+}
+
+// y = log Σ eˣ         x̄ = ȳ ⊙ e^(x − y)   (the softmax of x along the axis, times ȳ)
+Tensor logsumexp_backward(const Tensor& x, const Tensor& y, const Tensor& dy, const AxisView&) {
+  return exp(x - y) * dy;
+}
+
+// y = ‖x‖ = √(Σ x²)    x̄ = ȳ ⊙ x / y       (0 where y = 0: the subgradient at the origin)
+Tensor norm_backward(const Tensor& x, const Tensor& y, const Tensor& dy, const AxisView&) {
+  const Tensor zero = Tensor::scalar(0.0, x.dtype(), x.device());
+  return x * where(y, dy / y, zero);
+}
+
+}  // namespace
+
+Tensor max(const Tensor& x) { return reduce_op("max", ReduceOp::max, x, kAll, false, false, max_backward); }
+Tensor max(const Tensor& x, int axis, bool keepdim) {
+  return reduce_op("max", ReduceOp::max, x, axis, keepdim, false, max_backward);
+}
+Tensor logsumexp(const Tensor& x) {
+  return reduce_op("logsumexp", ReduceOp::logsumexp, x, kAll, false, false, logsumexp_backward);
+}
+Tensor logsumexp(const Tensor& x, int axis, bool keepdim) {
+  return reduce_op("logsumexp", ReduceOp::logsumexp, x, axis, keepdim, false, logsumexp_backward);
+}
+Tensor norm(const Tensor& x) { return reduce_op("norm", ReduceOp::norm, x, kAll, false, true, norm_backward); }
+Tensor norm(const Tensor& x, int axis, bool keepdim) {
+  return reduce_op("norm", ReduceOp::norm, x, axis, keepdim, true, norm_backward);
+}
+
 }  // namespace qkgrad

@@ -128,7 +128,7 @@ TEST_CASE("matmul agrees with a naive loop on a large batched product", "[ops]")
 
 TEST_CASE("matmul shape errors name the shapes", "[ops][errors]") {
   CHECK_THROWS_WITH(matmul(Tensor::zeros({2, 3}), Tensor::zeros({4, 5})),
-                    Contains("matmul: inner dimensions differ: a is [2, 3] and b is [4, 5] (a's last dim 3 != b's second-to-last dim 4)"));
+                    Contains("matmul: inner dimensions differ: a is [2, 3] and b is [4, 5] (a contributes k = 3, b contributes k = 4)"));
   CHECK_THROWS_WITH(matmul(Tensor::zeros({2, 2, 3}), Tensor::zeros({5, 3, 4})),
                     Contains("matmul: batch dimensions differ: a is [2, 2, 3] and b is [5, 3, 4]"));
   CHECK_THROWS_WITH(matmul(Tensor::zeros({3}), Tensor::zeros({3, 4})), Contains("matmul: both inputs need at least 2 dims, got a [3]"));

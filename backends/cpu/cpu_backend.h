@@ -36,6 +36,10 @@ class CpuBackend final : public Backend {
   // cpu_reduce.cpp
   void sum_axis(const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor& out) override;
   void sum_all(const Tensor& x, Tensor& out) override;
+  void reduce_axis(ReduceOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner,
+                   Tensor& out) override;
+  void max_axis_backward(const Tensor& x, const Tensor& dy, int64_t outer, int64_t n, int64_t inner,
+                         Tensor& dx) override;
 
   // cpu_gemm.cpp
   void gemm(const GemmSpec& spec, const Tensor& a, const Tensor& b, Tensor& c) override;

@@ -1,6 +1,8 @@
 // Sums. Every reduction here adds in an order fixed by the shapes alone (never by the number of
 // threads or by timing), so results are bit-for-bit reproducible.
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
@@ -69,6 +71,71 @@ void CpuBackend::sum_all(const Tensor& x, Tensor& out) {
     double total = 0;
     for (double p : partial) total += p;
     out.data<T>()[0] = static_cast<T>(total);
+  });
+}
+
+void CpuBackend::reduce_axis(ReduceOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner,
+                             Tensor& out) {
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = x.data<T>();
+    T* o = out.data<T>();
+    // One output per (row r, column i); its n inputs are in[r·n·inner + j·inner + i].
+#pragma omp parallel for schedule(static) if (outer * n * inner >= kParallelGrain)
+    for (int64_t item = 0; item < outer * inner; ++item) {
+      const T* src = in + (item / inner) * n * inner + item % inner;
+      T result;
+      if (n == 0) {  // the empty reductions: max and logsumexp of nothing are -inf, norm is 0
+        result = op == ReduceOp::norm ? T(0) : -std::numeric_limits<T>::infinity();
+      } else if (op == ReduceOp::max) {
+        result = src[0];
+        for (int64_t j = 1; j < n; ++j) result = std::max(result, src[j * inner]);
+      } else if (op == ReduceOp::logsumexp) {
+        // log Σ e^x = m + log Σ e^(x − m) with m = max x: no overflow, and at least one term is 1.
+        T m = src[0];
+        for (int64_t j = 1; j < n; ++j) m = std::max(m, src[j * inner]);
+        if (!std::isfinite(m)) {
+          result = m;  // all -inf gives -inf; any +inf (or NaN) propagates
+        } else {
+          T s = 0;
+          for (int64_t j = 0; j < n; ++j) s += std::exp(src[j * inner] - m);
+          result = m + std::log(s);
+        }
+      } else {  // norm: scaled by the largest magnitude so that x² cannot overflow or underflow
+        T scale = 0;
+        for (int64_t j = 0; j < n; ++j) scale = std::max(scale, std::fabs(src[j * inner]));
+        if (scale == T(0) || !std::isfinite(scale)) {
+          result = scale;
+        } else {
+          T s = 0;
+          for (int64_t j = 0; j < n; ++j) {
+            const T v = src[j * inner] / scale;
+            s += v * v;
+          }
+          result = scale * std::sqrt(s);
+        }
+      }
+      o[item] = result;
+    }
+  });
+}
+
+void CpuBackend::max_axis_backward(const Tensor& x, const Tensor& dy, int64_t outer, int64_t n,
+                                   int64_t inner, Tensor& dx) {
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = x.data<T>();
+    const T* g = dy.data<T>();
+    T* d = dx.data<T>();
+#pragma omp parallel for schedule(static) if (outer * n * inner >= kParallelGrain)
+    for (int64_t item = 0; item < outer * inner; ++item) {
+      const int64_t base = (item / inner) * n * inner + item % inner;
+      int64_t best = 0;
+      for (int64_t j = 1; j < n; ++j) {
+        if (in[base + j * inner] > in[base + best * inner]) best = j;
+      }
+      for (int64_t j = 0; j < n; ++j) d[base + j * inner] = j == best ? g[item] : T(0);
+    }
   });
 }
 

@@ -1,0 +1,84 @@
+// The fused linear layer: one GEMM with the bias folded in.
+//
+//   y = x Wᵀ + b        x: [..., in] (viewed as [N, in]), W: [out, in], b: [out], y: [..., out]
+//   x̄ = ȳ W             [N, out] x [out, in]
+//   W̄ = ȳᵀ x            [out, N] x [N, in]
+//   b̄ = Σ_rows ȳ        [out]
+// The forward writes b into every row of y, then lets GEMM add x Wᵀ on top (beta = 1).
+#include <vector>
+
+#include "backends/backend.h"
+#include "core/autograd.h"
+#include "core/error.h"
+#include "ops/ops.h"
+#include "ops/validate.h"
+
+namespace qkgrad {
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_same_dtype_device("linear", x, weight);
+  QKGRAD_CHECK(weight.rank() == 2, "linear: weight must be [out, in], got ", weight.shape());
+  QKGRAD_CHECK(x.rank() >= 1 && x.size(-1) == weight.size(1), "linear: input ", x.shape(),
+               " does not end in the weight's in-features: weight is ", weight.shape(),
+               " ([out, in]), so the input must be [..., ", weight.size(1), "]");
+  const int64_t in = weight.size(1), out = weight.size(0);
+  const int64_t rows = in == 0 ? x.numel() : x.numel() / in;  // N
+  if (bias.defined()) {
+    check_same_dtype_device("linear", x, bias);
+    QKGRAD_CHECK(bias.shape() == Shape{out}, "linear: bias must be [", out, "] to match weight ",
+                 weight.shape(), ", got ", bias.shape());
+  }
+  std::vector<int64_t> out_dims = x.shape().to_vector();
+  out_dims.back() = out;
+  Tensor y = Tensor::empty(Shape(out_dims), x.dtype(), x.device());  // [..., out]
+  Backend& be = backend(x.device());
+  GemmSpec g;  // y [N, out] (+)= x [N, in] · Wᵀ
+  g.trans_b = true;
+  g.m = rows;
+  g.n = out;
+  g.k = in;
+  if (bias.defined()) {
+    be.broadcast_to(bias, y);
+    g.beta = 1.0;
+  }
+  be.gemm(g, x, weight, y);
+
+  const bool with_bias = bias.defined();
+  if (should_record(x, weight) || (with_bias && should_record(bias))) {
+    std::vector<Tensor> inputs = {x, weight};
+    if (with_bias) inputs.push_back(bias);
+    record("linear", inputs, {y}, {x, weight}, [rows, in, out](BackwardContext& ctx) {
+      const Tensor dy = ctx.grad_output();  // [..., out] = [N, out]
+      const Tensor& xs = ctx.saved(0);      // [N, in]
+      const Tensor& w = ctx.saved(1);       // [out, in]
+      Backend& be = backend(dy.device());
+      if (ctx.needs_grad(0)) {  // x̄ = ȳ W
+        auto target = ctx.grad_target(0);
+        GemmSpec g;
+        g.m = rows;
+        g.n = in;
+        g.k = out;
+        g.beta = target.accumulate ? 1.0 : 0.0;
+        be.gemm(g, dy, w, target.buffer);
+      }
+      if (ctx.needs_grad(1)) {  // W̄ = ȳᵀ x
+        auto target = ctx.grad_target(1);
+        GemmSpec g;
+        g.trans_a = true;
+        g.m = out;
+        g.n = in;
+        g.k = rows;
+        g.beta = target.accumulate ? 1.0 : 0.0;
+        be.gemm(g, dy, xs, target.buffer);
+      }
+      if (ctx.node_inputs() == 3 && ctx.needs_grad(2)) {  // b̄ = Σ_rows ȳ
+        Tensor db = Tensor::empty({out}, dy.dtype(), dy.device());
+        be.sum_axis(dy, 1, rows, out, db);
+        ctx.accumulate(2, std::move(db));
+      }
+    });
+  }
+  return y;
+}
+
+}  // namespace qkgrad
