@@ -79,6 +79,23 @@ void Backend::max_axis_backward(const Tensor&, const Tensor&, int64_t, int64_t, 
   not_implemented("max_axis_backward");
 }
 void Backend::gemm(const GemmSpec&, const Tensor&, const Tensor&, Tensor&) { not_implemented("gemm"); }
+void Backend::permute(const Tensor&, const std::vector<int>&, Tensor&) { not_implemented("permute"); }
+void Backend::copy_block(const Tensor&, int64_t, int64_t, Tensor&, int64_t, int64_t, int64_t, int64_t,
+                         int64_t, bool) {
+  not_implemented("copy_block");
+}
+void Backend::index_select(const Tensor&, const Tensor&, int64_t, int64_t, int64_t, Tensor&) {
+  not_implemented("index_select");
+}
+void Backend::index_add(const Tensor&, const Tensor&, int64_t, int64_t, int64_t, Tensor&) {
+  not_implemented("index_add");
+}
+void Backend::gather(const Tensor&, const Tensor&, int64_t, int64_t, int64_t, int64_t, Tensor&) {
+  not_implemented("gather");
+}
+void Backend::scatter_add(const Tensor&, const Tensor&, int64_t, int64_t, int64_t, int64_t, Tensor&) {
+  not_implemented("scatter_add");
+}
 void Backend::sgd_update(Tensor&, const Tensor&, Tensor&, double, double, double) {
   not_implemented("sgd_update");
 }

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/dtype.h"
 
@@ -111,6 +112,29 @@ class Backend {
                                  int64_t inner, Tensor& dx);
 
   virtual void gemm(const GemmSpec& spec, const Tensor& a, const Tensor& b, Tensor& c);
+
+  // ---- data movement (cpu: backends/cpu/cpu_index.cpp) ----
+  // out = x with its axes reordered: out axis i is x axis perm[i] (out has the permuted shape).
+  virtual void permute(const Tensor& x, const std::vector<int>& perm, Tensor& out);
+  // src viewed as [outer, src_n, inner], dst as [outer, dst_n, inner]: for j < len,
+  // dst[o, dst_start + j, i] (+)= src[o, src_start + j, i]. (Concat, slice, pad.)
+  virtual void copy_block(const Tensor& src, int64_t src_n, int64_t src_start, Tensor& dst,
+                          int64_t dst_n, int64_t dst_start, int64_t outer, int64_t len,
+                          int64_t inner, bool accumulate);
+  // x viewed as [outer, n, inner], ids (i64) as [k]: out[o, j, i] = x[o, ids[j], i].
+  virtual void index_select(const Tensor& x, const Tensor& ids, int64_t outer, int64_t n,
+                            int64_t inner, Tensor& out);
+  // The backward of index_select: dx[o, ids[j], i] += dy[o, j, i] (repeated ids add up).
+  // dx is not cleared first. Deterministic: each thread owns a slice of the inner columns.
+  virtual void index_add(const Tensor& dy, const Tensor& ids, int64_t outer, int64_t n,
+                         int64_t inner, Tensor& dx);
+  // x as [outer, n, inner], index (i64) and out as [outer, k, inner]:
+  // out[o, j, i] = x[o, index[o, j, i], i].
+  virtual void gather(const Tensor& x, const Tensor& index, int64_t outer, int64_t n, int64_t k,
+                      int64_t inner, Tensor& out);
+  // The backward of gather: dx[o, index[o, j, i], i] += dy[o, j, i]; dx is not cleared first.
+  virtual void scatter_add(const Tensor& dy, const Tensor& index, int64_t outer, int64_t n,
+                           int64_t k, int64_t inner, Tensor& dx);
 
   // SGD with momentum, fused: g = grad + weight_decay * param;
   // velocity = momentum * velocity + g; param -= lr * velocity  (velocity unused if momentum 0).

@@ -34,6 +34,7 @@ const std::vector<OpCase>& op_cases() {
     add_reduce_cases(all);
     add_matmul_cases(all);
     add_convert_cases(all);
+    add_shape_cases(all);
     return all;
   }();
   return cases;

@@ -45,5 +45,6 @@ void add_elementwise_cases(std::vector<OpCase>& cases);
 void add_reduce_cases(std::vector<OpCase>& cases);
 void add_matmul_cases(std::vector<OpCase>& cases);
 void add_convert_cases(std::vector<OpCase>& cases);
+void add_shape_cases(std::vector<OpCase>& cases);
 
 }  // namespace qkgrad

@@ -48,6 +48,14 @@
   X(linear, "y = x Wᵀ + b over the last dim (one GEMM, bias folded in)",                       \
     "x̄ = ȳ W, W̄ = ȳᵀ x, b̄ = Σ_rows ȳ")                                                      \
   X(reshape, "y = x with another shape (shares storage)", "x̄ = reshape(ȳ, x.shape)")          \
+  X(permute, "y = x with axes reordered (a copy); transpose swaps two", "x̄ = permute(ȳ, inverse)") \
+  X(concat, "y = [x₁ x₂ …] along an axis", "x̄ᵢ = the slice of ȳ where xᵢ was placed")          \
+  X(slice, "y = x[start:end] along an axis (a copy); split is consecutive slices",            \
+    "x̄ = ȳ inside the window, 0 outside")                                                     \
+  X(pad, "y = x with constant entries before and after, along an axis", "x̄ = the middle of ȳ") \
+  X(index_select, "y[.., j, ..] = x[.., ids[j], ..]", "x̄[.., r, ..] = Σ_{j: ids[j] = r} ȳ[.., j, ..]") \
+  X(gather, "y[o, j, i] = x[o, index[o, j, i], i]", "x̄[o, r, i] = Σ_{j: index[o, j, i] = r} ȳ[o, j, i]") \
+  X(embedding, "y[p] = W[ids[p]] (W: [V, D])", "W̄[r] = Σ_{p: ids[p] = r} ȳ[p] (repeats add up)")    \
   X(to_dtype, "y = x converted between f32 and f64", "x̄ = ȳ converted back")
 
 namespace qkgrad {

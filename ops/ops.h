@@ -7,6 +7,8 @@
 // (ops/checks/, run by qkgrad-gradcheck).
 #pragma once
 
+#include <vector>
+
 #include "core/tensor.h"
 
 namespace qkgrad {
@@ -69,6 +71,20 @@ Tensor norm(const Tensor& x, int axis, bool keepdim = false);
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
 // y = x Wᵀ + b over the last dim: x [..., in], weight [out, in], bias [out] (or undefined).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// ---- data movement (ops/shape_ops.cpp, ops/index_ops.cpp) ----
+Tensor permute(const Tensor& x, const std::vector<int>& dims);  // y axis i = x axis dims[i]; copies
+Tensor transpose(const Tensor& x, int a, int b);                // swaps two axes; copies
+Tensor concat(const std::vector<Tensor>& xs, int axis);
+Tensor slice(const Tensor& x, int axis, int64_t start, int64_t end);  // [start, end); copies
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int axis);
+Tensor pad(const Tensor& x, int axis, int64_t before, int64_t after, double value = 0.0);
+// ids: 1-D i64; picks entries along axis.
+Tensor index_select(const Tensor& x, int axis, const Tensor& ids);
+// index: i64 with x's shape except along axis; y[o, j, i] = x[o, index[o, j, i], i].
+Tensor gather(const Tensor& x, int axis, const Tensor& index);
+// weight [V, D], ids (i64, any shape) -> [ids..., D]; repeated ids accumulate gradient.
+Tensor embedding(const Tensor& weight, const Tensor& ids);
 
 // ---- shape and type (ops/convert.cpp; also as Tensor::reshape and Tensor::to) ----
 Tensor reshape(const Tensor& x, const Shape& shape);  // same numel; shares storage

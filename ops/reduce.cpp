@@ -8,6 +8,7 @@
 #include "core/autograd.h"
 #include "core/error.h"
 #include "ops/broadcast.h"
+#include "ops/axis.h"
 #include "ops/ops.h"
 #include "ops/validate.h"
 
@@ -27,12 +28,9 @@ Shape reduced_shape(const Shape& s, int axis, bool keepdim) {
 
 // out = scale * sum of x along axis (x viewed as [outer, n, inner]).
 Tensor sum_axis_forward(const Tensor& x, int axis, bool keepdim, double scale) {
-  const Shape& s = x.shape();
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < axis; ++i) outer *= s[i];
-  for (int i = axis + 1; i < s.rank(); ++i) inner *= s[i];
-  Tensor out = Tensor::empty(reduced_shape(s, axis, keepdim), x.dtype(), x.device());
-  backend(x.device()).sum_axis(x, outer, s[axis], inner, out);
+  const AxisSplit v = split_at(x.shape(), axis);
+  Tensor out = Tensor::empty(reduced_shape(x.shape(), axis, keepdim), x.dtype(), x.device());
+  backend(x.device()).sum_axis(x, v.outer, v.n, v.inner, out);
   if (scale != 1.0) backend(x.device()).scale(out, scale, out);
   return out;
 }
@@ -99,8 +97,7 @@ Tensor mean(const Tensor& x, int axis, bool keepdim) { return reduce_axis("mean"
 namespace {
 
 // x viewed as [outer, n, inner] around `axis` (axis < 0: everything, as [1, numel, 1]).
-struct AxisView {
-  int64_t outer = 1, n = 1, inner = 1;
+struct AxisView : AxisSplit {
   Shape kept;  // the output shape with the reduced axis kept as 1 (for broadcasting back)
 };
 
@@ -108,14 +105,11 @@ AxisView axis_view(const Shape& s, int axis) {
   AxisView v;
   if (axis < 0) {
     v.n = s.numel();
-    std::vector<int64_t> ones(static_cast<std::size_t>(s.rank()), 1);
-    v.kept = Shape(ones);
-    return v;
+    v.kept = Shape(std::vector<int64_t>(static_cast<std::size_t>(s.rank()), 1));
+  } else {
+    static_cast<AxisSplit&>(v) = split_at(s, axis);
+    v.kept = reduced_shape(s, axis, true);
   }
-  for (int i = 0; i < axis; ++i) v.outer *= s[i];
-  for (int i = axis + 1; i < s.rank(); ++i) v.inner *= s[i];
-  v.n = s[axis];
-  v.kept = reduced_shape(s, axis, true);
   return v;
 }
 

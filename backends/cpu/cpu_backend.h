@@ -44,6 +44,20 @@ class CpuBackend final : public Backend {
   // cpu_gemm.cpp
   void gemm(const GemmSpec& spec, const Tensor& a, const Tensor& b, Tensor& c) override;
 
+  // cpu_index.cpp
+  void permute(const Tensor& x, const std::vector<int>& perm, Tensor& out) override;
+  void copy_block(const Tensor& src, int64_t src_n, int64_t src_start, Tensor& dst, int64_t dst_n,
+                  int64_t dst_start, int64_t outer, int64_t len, int64_t inner,
+                  bool accumulate) override;
+  void index_select(const Tensor& x, const Tensor& ids, int64_t outer, int64_t n, int64_t inner,
+                    Tensor& out) override;
+  void index_add(const Tensor& dy, const Tensor& ids, int64_t outer, int64_t n, int64_t inner,
+                 Tensor& dx) override;
+  void gather(const Tensor& x, const Tensor& index, int64_t outer, int64_t n, int64_t k,
+              int64_t inner, Tensor& out) override;
+  void scatter_add(const Tensor& dy, const Tensor& index, int64_t outer, int64_t n, int64_t k,
+                   int64_t inner, Tensor& dx) override;
+
   // cpu_random.cpp
   void fill_uniform(Tensor& out, double low, double high, RandomStream rs) override;
   void fill_normal(Tensor& out, double mean, double stddev, RandomStream rs) override;
