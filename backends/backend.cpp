@@ -39,8 +39,10 @@ const char* binary_op_name(BinaryOp op) {
 
 Backend& backend(Device device) {
   if (device == Device::cpu) {
-    static CpuBackend cpu;
-    return cpu;
+    // Never destroyed: a tensor in a global or static variable may free its storage after
+    // every other static object is gone.
+    static CpuBackend* cpu = new CpuBackend;
+    return *cpu;
   }
   return cuda_backend();
 }

@@ -1,5 +1,8 @@
 #include "core/autograd.h"
 
+#include <atomic>
+#include <unordered_set>
+
 #include "backends/backend.h"
 #include "core/error.h"
 
@@ -30,6 +33,15 @@ bool grad_enabled() { return g_grad_enabled; }
 NoGradGuard::NoGradGuard() : previous_(g_grad_enabled) { g_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { g_grad_enabled = previous_; }
 
+namespace {
+uint64_t fresh_epoch() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1);
+}
+}  // namespace
+
+Tape::Tape() : epoch_(fresh_epoch()) {}
+
 Tape& tape() {
   thread_local Tape t;
   return t;
@@ -37,7 +49,7 @@ Tape& tape() {
 
 void Tape::clear() {
   nodes_.clear();
-  ++epoch_;
+  epoch_ = fresh_epoch();
 }
 
 // ---- BackwardContext ----
@@ -87,6 +99,16 @@ BackwardContext::GradTarget BackwardContext::grad_target(int i) {
 void record(const char* op, std::vector<Tensor> inputs, std::vector<Tensor> outputs,
             std::vector<Tensor> saved, BackwardFn backward_fn) {
   Tape& t = tape();
+  // An input made by an op on a tape that is gone (consumed by backward, cleared, or another
+  // thread's) would silently stop the gradient: refuse it.
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const TensorImpl* in = inputs[i].impl();
+    QKGRAD_CHECK(!in->requires_grad || in->creator == nullptr || in->tape_epoch == t.epoch_, op,
+                 ": input ", i, " (", describe(inputs[i]), ") was produced by op '", in->creator,
+                 "' on a tape that backward() already consumed, or that was cleared, or that "
+                 "belongs to another thread; no gradient can flow through it. Recompute it, or "
+                 "detach() it to use it as a constant");
+  }
   Node node;
   node.op = op;
   node.inputs = std::move(inputs);
@@ -127,13 +149,41 @@ void backward(const Tensor& root, const Tensor& seed) {
   Tape& t = tape();
   QKGRAD_CHECK(r.tape_epoch == t.epoch_ && r.tape_index < t.nodes_.size(), "backward(): the tensor (",
                describe(root), ") was made by op '", r.creator,
-               "' on a tape that was since cleared or consumed by another backward(); run the "
-               "forward pass again");
+               "' on a tape that was since cleared or consumed by another backward(), or on "
+               "another thread's tape; run the forward pass again");
+
+  bool is_output = false;
+  for (const Tensor& out : t.nodes_[r.tape_index].outputs) is_output = is_output || out.impl() == &r;
+  QKGRAD_CHECK(is_output, "backward(): internal error: the tape does not hold the node that made ",
+               describe(root));
+  // Check the saved tensors of every node the gradient will reach before touching any
+  // gradient, so that a tensor overwritten in place fails the whole backward cleanly instead
+  // of leaving gradients half-accumulated. Reachable: the root's node, and any node one of
+  // whose outputs feeds a reachable node.
+  std::unordered_set<const TensorImpl*> reached = {&r};
+  for (std::size_t i = r.tape_index + 1; i-- > 0;) {
+    Node& node = t.nodes_[i];
+    bool reachable = false;
+    for (const Tensor& out : node.outputs) reachable = reachable || reached.count(out.impl()) > 0;
+    if (!reachable) continue;
+    for (const Tensor& in : node.inputs) {
+      if (in.requires_grad()) reached.insert(in.impl());
+    }
+    BackwardContext ctx(node);
+    try {
+      for (std::size_t j = 0; j < node.saved.size(); ++j) ctx.saved(static_cast<int>(j));
+    } catch (...) {
+      t.clear();
+      throw;
+    }
+  }
 
   add_into_grad(r, seed.clone());
   NoGradGuard no_grad;  // backward functions compute with ops but record nothing
+  std::size_t next = r.tape_index + 1;  // nodes below `next` have not run yet
   try {
     for (std::size_t i = r.tape_index + 1; i-- > 0;) {
+      next = i;
       Node& node = t.nodes_[i];
       bool reached = false;
       for (const Tensor& out : node.outputs) reached = reached || out.impl()->grad != nullptr;
@@ -147,6 +197,13 @@ void backward(const Tensor& root, const Tensor& seed) {
       node = Node{};  // frees what the node saved as soon as it is done
     }
   } catch (...) {
+    // Gradients of intermediates that never got to flow are dropped with the tape; leaves may
+    // hold a partial sum (zero them before the next step).
+    for (std::size_t i = 0; i <= next && i < t.nodes_.size(); ++i) {
+      for (const Tensor& out : t.nodes_[i].outputs) {
+        if (out.defined()) out.impl()->grad.reset();
+      }
+    }
     t.clear();
     throw;
   }

@@ -52,6 +52,7 @@ struct Node {
 
 class Tape {
  public:
+  Tape();
   std::size_t size() const { return nodes_.size(); }
   uint64_t epoch() const { return epoch_; }
   // Drops every node, e.g. after a forward pass done with grad mode on but never backpropagated.
@@ -62,7 +63,9 @@ class Tape {
                      std::vector<Tensor>, BackwardFn);
   friend void backward(const Tensor&, const Tensor&);
   std::vector<Node> nodes_;
-  uint64_t epoch_ = 1;  // bumped on every clear; a tensor's node is valid only in its epoch
+  // A number no other tape (of any thread) has used: a tensor's node is valid only while the
+  // tape it was recorded on still has the same epoch. Every clear takes a fresh one.
+  uint64_t epoch_;
 };
 
 Tape& tape();  // this thread's tape

@@ -44,6 +44,8 @@ GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inpu
     const Tensor out = fn(inputs);
     QKGRAD_CHECK(out.dtype() == DType::f64, "gradcheck: the function returned ", describe(out),
                  "; it must compute in float64");
+    QKGRAD_CHECK(static_cast<std::size_t>(out.numel()) == outputs, "gradcheck: the function returned ",
+                 out.numel(), " elements, then ", outputs, "; it must be deterministic");
     if (!out.requires_grad()) break;  // the output does not depend on any checked input: J = 0
     Tensor seed = Tensor::zeros(out.shape(), DType::f64);
     seed.data<double>()[j] = 1.0;
@@ -67,11 +69,19 @@ GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inpu
     double worst_violation = 0;
     for (std::size_t e = 0; e < n; ++e) {
       const double original = values[e];
-      values[e] = original + options.eps;
-      const std::vector<double> plus = evaluate(fn, inputs);
-      values[e] = original - options.eps;
-      const std::vector<double> minus = evaluate(fn, inputs);
+      std::vector<double> plus, minus;
+      try {
+        values[e] = original + options.eps;
+        plus = evaluate(fn, inputs);
+        values[e] = original - options.eps;
+        minus = evaluate(fn, inputs);
+      } catch (...) {
+        values[e] = original;  // leave the caller's input as it was
+        throw;
+      }
       values[e] = original;
+      QKGRAD_CHECK(plus.size() == outputs && minus.size() == outputs,
+                   "gradcheck: the function's output size changed when its input was perturbed");
       for (std::size_t j = 0; j < outputs; ++j) {
         const double numeric = (plus[j] - minus[j]) / (2 * options.eps);
         const double a = analytic[c][j * n + e];

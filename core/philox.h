@@ -54,15 +54,16 @@ QKGRAD_HOST_DEVICE inline Block random_block(uint64_t seed, uint64_t stream, uin
   return philox4x32_10(ctr, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
 }
 
-// 24 random bits -> a float in the open interval (0, 1): never 0, so log(u) is finite.
+// 23 random bits -> a float in the open interval (0, 1): (k + 1/2)·2⁻²³ is exact in float, so
+// it is never 0 (log(u) is finite) and never rounds up to 1.
 QKGRAD_HOST_DEVICE inline float uniform_f32(uint32_t bits) {
-  return (static_cast<float>(bits >> 8) + 0.5f) * (1.0f / 16777216.0f);
+  return (static_cast<float>(bits >> 9) + 0.5f) * (1.0f / 8388608.0f);
 }
 
-// 53 random bits from two words -> a double in (0, 1).
+// 52 random bits from two words -> a double in (0, 1), exact for the same reason.
 QKGRAD_HOST_DEVICE inline double uniform_f64(uint32_t hi, uint32_t lo) {
-  const uint64_t bits = ((static_cast<uint64_t>(hi) << 32) | lo) >> 11;
-  return (static_cast<double>(bits) + 0.5) * (1.0 / 9007199254740992.0);
+  const uint64_t bits = ((static_cast<uint64_t>(hi) << 32) | lo) >> 12;
+  return (static_cast<double>(bits) + 0.5) * (1.0 / 4503599627370496.0);
 }
 
 }  // namespace qkgrad::philox

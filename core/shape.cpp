@@ -8,9 +8,14 @@ namespace {
 void check_dims(const int64_t* dims, std::size_t count) {
   QKGRAD_CHECK(count <= Shape::kMaxRank, "shape: rank ", count, " exceeds the maximum rank of ",
                Shape::kMaxRank, "; reshape to fewer dimensions");
+  int64_t numel = 1;
   for (std::size_t i = 0; i < count; ++i) {
     QKGRAD_CHECK(dims[i] >= 0, "shape: dimension ", i, " is negative (", dims[i],
                  "); sizes must be >= 0");
+    // Element counts stay below 2^60 so that byte counts of any dtype fit in 64 bits.
+    QKGRAD_CHECK(!__builtin_mul_overflow(numel, dims[i], &numel) && numel < (int64_t{1} << 60),
+                 "shape: ", count, "-D shape with dimension ", i, " = ", dims[i],
+                 " has too many elements (more than 2^60)");
   }
 }
 }  // namespace

@@ -11,6 +11,7 @@ namespace qkgrad {
 namespace {
 
 std::shared_ptr<TensorImpl> new_impl(const Shape& shape, DType dtype, Device device) {
+  // Shape caps numel at 2^60, so the byte count below cannot overflow.
   auto impl = std::make_shared<TensorImpl>();
   impl->shape = shape;
   impl->dtype = dtype;
@@ -78,6 +79,8 @@ Tensor Tensor::arange(double start, double end, double step, DType dtype, Device
                "arange: start, end and step must be finite and step non-zero (got ", start, ", ",
                end, ", ", step, ")");
   const double count = std::ceil((end - start) / step);
+  QKGRAD_CHECK(count < 1e12, "arange: ", start, " to ", end, " in steps of ", step,
+               " would have ", count, " elements");
   const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
   std::vector<double> values(static_cast<std::size_t>(n));
   for (int64_t i = 0; i < n; ++i) values[static_cast<std::size_t>(i)] = start + step * static_cast<double>(i);

@@ -2,6 +2,8 @@
 // errors for every misuse.
 #include <catch2/catch.hpp>
 
+#include <thread>
+
 #include "core/autograd.h"
 #include "core/error.h"
 #include "ops/ops.h"
@@ -151,4 +153,41 @@ TEST_CASE("requires_grad_(false) on a non-leaf is refused; detach cuts the graph
   CHECK_FALSE(d.requires_grad());
   CHECK(d.raw_data() == y.raw_data());
   tape().clear();
+}
+
+TEST_CASE("using an intermediate from a consumed tape is a clear error, not a lost gradient", "[autograd][errors]") {
+  Tensor x = leaf({1, 2, 3}, {3});
+  const Tensor y = x * 2.0;
+  sum(y * 3.0).backward();
+  CHECK_THROWS_WITH(y * y, Contains("mul: input 0 ([3] f64 cpu) was produced by op 'mul_scalar' on a tape that backward() already consumed"));
+  const Tensor z = y.detach() * x;  // as a constant it is fine
+  x.clear_grad();
+  sum(z).backward();
+  CHECK(x.grad().to_vector() == std::vector<double>{2, 4, 6});
+}
+
+TEST_CASE("a tensor recorded on another thread's tape cannot be used on this one", "[autograd][errors]") {
+  Tensor x = leaf({1, 2}, {2});
+  Tensor from_other_thread;
+  std::thread worker([&] { from_other_thread = x * 2.0; });
+  worker.join();
+  CHECK_THROWS_WITH(from_other_thread.backward(Tensor::ones({2}, DType::f64)), Contains("on a tape that was since cleared"));
+  CHECK_THROWS_WITH(sum(from_other_thread), Contains("belongs to another thread"));
+}
+
+TEST_CASE("a backward that fails on a modified saved tensor leaves every gradient untouched", "[autograd][errors]") {
+  Tensor a = leaf({1, 2}, {2});
+  Tensor data = Tensor::from_vector({3, 4}, {2}, DType::f64);
+  const Tensor loss = sum(a * data) + sum(a * 5.0);
+  data.fill_(0);
+  CHECK_THROWS_WITH(loss.backward(), Contains("modified in place"));
+  CHECK_FALSE(a.grad().defined());
+  // A dead branch that saved the tensor does not matter: its backward never runs.
+  Tensor b = leaf({1, 2}, {2});
+  Tensor c = Tensor::from_vector({3, 4}, {2}, DType::f64);
+  const Tensor unused = b * c;
+  const Tensor loss2 = sum(b * 2.0);
+  c.fill_(0);
+  loss2.backward();
+  CHECK(b.grad().to_vector() == std::vector<double>{2, 2});
 }

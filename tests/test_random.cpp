@@ -87,3 +87,10 @@ TEST_CASE("host-side draws: next_below is in range and uniform enough", "[random
   CHECK(u > 0);
   CHECK(u < 1);
 }
+
+TEST_CASE("uniforms lie strictly inside (0, 1) even at the extreme bit patterns", "[random]") {
+  CHECK(philox::uniform_f32(0xffffffffu) < 1.0f);
+  CHECK(philox::uniform_f32(0u) > 0.0f);
+  CHECK(philox::uniform_f64(0xffffffffu, 0xffffffffu) < 1.0);
+  CHECK(philox::uniform_f64(0u, 0u) > 0.0);
+}

@@ -100,3 +100,9 @@ TEST_CASE("in-place writes to tensors that require grad are refused in grad mode
   CHECK_THROWS_WITH(w.fill_(1), Contains("fill_: in-place write to a tensor that requires grad ([2] f32 cpu)"));
   CHECK_THROWS_WITH(w.set({0}, 1), Contains("NoGradGuard"));
 }
+
+TEST_CASE("shapes with more than 2^60 elements are refused before any allocation", "[shape][errors]") {
+  CHECK_THROWS_WITH(Shape({int64_t{1} << 61}), Contains("too many elements"));
+  CHECK_THROWS_WITH(Shape({int64_t{1} << 32, int64_t{1} << 32}), Contains("too many elements"));
+  CHECK_THROWS_WITH(Tensor::arange(0.0, 1e308, 1e-10), Contains("arange"));
+}

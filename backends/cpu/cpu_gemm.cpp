@@ -1,8 +1,11 @@
 // Matrix products through OpenBLAS (cblas_sgemm / cblas_dgemm, row-major).
 #include <cblas.h>
 
+#include <limits>
+
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_common.h"
+#include "core/error.h"
 
 namespace qkgrad {
 
@@ -37,6 +40,11 @@ void CpuBackend::gemm(const GemmSpec& g, const Tensor& a, const Tensor& b, Tenso
     const T* pb = b.data<T>();
     T* pc = c.data<T>();
     if (g.m == 0 || g.n == 0) return;
+    const int64_t limit = std::numeric_limits<blasint>::max();
+    QKGRAD_CHECK(g.m <= limit && g.n <= limit && g.k <= limit && g.batch * g.m <= limit &&
+                     g.batch * g.k <= limit,
+                 "gemm: a matrix dimension exceeds what BLAS can index (", limit, "): m ", g.m,
+                 ", n ", g.n, ", k ", g.k, ", batch ", g.batch, "; split the batch");
     const int64_t c_matrices = g.stride_c == 0 ? 1 : g.batch;
     if (g.k == 0 || g.batch == 0) {  // an empty sum: C = beta * C
       for (int64_t i = 0; i < c_matrices * g.m * g.n; ++i) {

@@ -257,8 +257,8 @@ Backend& cuda_backend() {
   static const bool ready = cuda_available();
   QKGRAD_CHECK(ready, "device cuda: ", cuda_info().summary,
                "; qkgrad was built with CUDA but this machine cannot run it (use the cpu)");
-  static CudaBackend instance;
-  return instance;
+  static CudaBackend* instance = new CudaBackend;  // never destroyed (see backend.cpp)
+  return *instance;
 }
 
 }  // namespace qkgrad
