@@ -81,6 +81,19 @@ void Backend::max_axis_backward(const Tensor&, const Tensor&, int64_t, int64_t, 
   not_implemented("max_axis_backward");
 }
 void Backend::gemm(const GemmSpec&, const Tensor&, const Tensor&, Tensor&) { not_implemented("gemm"); }
+void Backend::softmax(const Tensor&, Tensor&, bool) { not_implemented("softmax"); }
+void Backend::softmax_backward(const Tensor&, const Tensor&, Tensor&, bool) { not_implemented("softmax_backward"); }
+void Backend::layer_norm(const Tensor&, const Tensor&, const Tensor&, double, Tensor&, Tensor&, Tensor&) {
+  not_implemented("layer_norm");
+}
+void Backend::layer_norm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                  Tensor*, Tensor*, Tensor*) {
+  not_implemented("layer_norm_backward");
+}
+void Backend::l2_normalize(const Tensor&, double, Tensor&, Tensor&) { not_implemented("l2_normalize"); }
+void Backend::l2_normalize_backward(const Tensor&, const Tensor&, double, const Tensor&, Tensor&) {
+  not_implemented("l2_normalize_backward");
+}
 void Backend::permute(const Tensor&, const std::vector<int>&, Tensor&) { not_implemented("permute"); }
 void Backend::copy_block(const Tensor&, int64_t, int64_t, Tensor&, int64_t, int64_t, int64_t, int64_t,
                          int64_t, bool) {

@@ -113,6 +113,25 @@ class Backend {
 
   virtual void gemm(const GemmSpec& spec, const Tensor& a, const Tensor& b, Tensor& c);
 
+  // ---- row-wise normalisation over the last dim, x as [rows, d] (cpu: cpu_norm.cpp) ----
+  // y = softmax(x) per row, or log_softmax when `log`. A row of all -inf gives 0 (log: -inf).
+  virtual void softmax(const Tensor& x, Tensor& y, bool log);
+  // dx = y ⊙ (dy − Σ dy ⊙ y)  (softmax)     dx = dy − eʸ Σ dy  (log_softmax); dx overwritten.
+  virtual void softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx, bool log);
+  // y = (x − mean) · rstd · gamma + beta, rstd = 1/√(var + eps) (biased variance), per row;
+  // mean and rstd ([rows]) are kept for the backward.
+  virtual void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps,
+                          Tensor& y, Tensor& mean, Tensor& rstd);
+  // Writes dx, dgamma, dbeta (each may be null when not wanted; all overwritten).
+  virtual void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                                   const Tensor& rstd, const Tensor& dy, Tensor* dx,
+                                   Tensor* dgamma, Tensor* dbeta);
+  // y = x / max(‖x‖, eps) per row; norm ([rows]) keeps ‖x‖ for the backward.
+  virtual void l2_normalize(const Tensor& x, double eps, Tensor& y, Tensor& norm);
+  // dx = (dy − [‖x‖ > eps] · y (y·dy)) / max(‖x‖, eps); dx overwritten.
+  virtual void l2_normalize_backward(const Tensor& y, const Tensor& norm, double eps,
+                                     const Tensor& dy, Tensor& dx);
+
   // ---- data movement (cpu: backends/cpu/cpu_index.cpp) ----
   // out = x with its axes reordered: out axis i is x axis perm[i] (out has the permuted shape).
   virtual void permute(const Tensor& x, const std::vector<int>& perm, Tensor& out);

@@ -35,6 +35,7 @@ const std::vector<OpCase>& op_cases() {
     add_matmul_cases(all);
     add_convert_cases(all);
     add_shape_cases(all);
+    add_normalization_cases(all);
     return all;
   }();
   return cases;

@@ -46,5 +46,6 @@ void add_reduce_cases(std::vector<OpCase>& cases);
 void add_matmul_cases(std::vector<OpCase>& cases);
 void add_convert_cases(std::vector<OpCase>& cases);
 void add_shape_cases(std::vector<OpCase>& cases);
+void add_normalization_cases(std::vector<OpCase>& cases);
 
 }  // namespace qkgrad

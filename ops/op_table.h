@@ -47,6 +47,14 @@
     "d op(A) = C̄ op(B)ᵀ, d op(B) = op(A)ᵀ C̄ (summed over the batch for a shared operand)")  \
   X(linear, "y = x Wᵀ + b over the last dim (one GEMM, bias folded in)",                       \
     "x̄ = ȳ W, W̄ = ȳᵀ x, b̄ = Σ_rows ȳ")                                                      \
+  X(softmax, "y = e^(x−m) / Σ e^(x−m), m = max x, over the last axis", "x̄ = y ⊙ (ȳ − Σ ȳ ⊙ y)") \
+  X(log_softmax, "y = x − m − log Σ e^(x−m), over the last axis", "x̄ = ȳ − softmax(x) Σ ȳ")      \
+  X(layer_norm, "y = γ ⊙ (x − μ)/√(σ² + ε) + β, per row (biased σ²)",                          \
+    "x̄ = r(h − mean h − x̂ mean(h ⊙ x̂)), h = ȳ ⊙ γ, r = 1/√(σ²+ε); γ̄ = Σ ȳ ⊙ x̂; β̄ = Σ ȳ")        \
+  X(l2_normalize, "y = x / max(‖x‖, ε), per row",                                               \
+    "x̄ = (ȳ − y (y·ȳ)) / ‖x‖ if ‖x‖ > ε, else ȳ / ε")                                          \
+  X(scale_norm, "y = g · x / max(‖x‖, ε), per row, scalar g",                                   \
+    "ḡ = Σ ȳ ⊙ u (u = x / max(‖x‖, ε)); x̄ = l2_normalize backward of g ȳ")                     \
   X(reshape, "y = x with another shape (shares storage)", "x̄ = reshape(ȳ, x.shape)")          \
   X(permute, "y = x with axes reordered (a copy); transpose swaps two", "x̄ = permute(ȳ, inverse)") \
   X(concat, "y = [x₁ x₂ …] along an axis", "x̄ᵢ = the slice of ȳ where xᵢ was placed")          \

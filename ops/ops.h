@@ -72,6 +72,14 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans
 // y = x Wᵀ + b over the last dim: x [..., in], weight [out, in], bias [out] (or undefined).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
+// ---- normalisation over the last axis (ops/normalization.cpp) ----
+Tensor softmax(const Tensor& x);      // stable; a row of all -inf gives zeros
+Tensor log_softmax(const Tensor& x);  // stable; a row of all -inf gives -inf
+// gamma, beta: [d] where d = x's last dim; biased variance, as in the LayerNorm paper.
+Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps = 1e-5);
+Tensor l2_normalize(const Tensor& x, double eps = 1e-12);  // x / max(‖x‖, eps)
+Tensor scale_norm(const Tensor& x, const Tensor& g, double eps = 1e-5);  // g · x / max(‖x‖, eps)
+
 // ---- data movement (ops/shape_ops.cpp, ops/index_ops.cpp) ----
 Tensor permute(const Tensor& x, const std::vector<int>& dims);  // y axis i = x axis dims[i]; copies
 Tensor transpose(const Tensor& x, int a, int b);                // swaps two axes; copies

@@ -44,6 +44,18 @@ class CpuBackend final : public Backend {
   // cpu_gemm.cpp
   void gemm(const GemmSpec& spec, const Tensor& a, const Tensor& b, Tensor& c) override;
 
+  // cpu_norm.cpp
+  void softmax(const Tensor& x, Tensor& y, bool log) override;
+  void softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx, bool log) override;
+  void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, Tensor& y,
+                  Tensor& mean, Tensor& rstd) override;
+  void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                           const Tensor& rstd, const Tensor& dy, Tensor* dx, Tensor* dgamma,
+                           Tensor* dbeta) override;
+  void l2_normalize(const Tensor& x, double eps, Tensor& y, Tensor& norm) override;
+  void l2_normalize_backward(const Tensor& y, const Tensor& norm, double eps, const Tensor& dy,
+                             Tensor& dx) override;
+
   // cpu_index.cpp
   void permute(const Tensor& x, const std::vector<int>& perm, Tensor& out) override;
   void copy_block(const Tensor& src, int64_t src_n, int64_t src_start, Tensor& dst, int64_t dst_n,
