@@ -94,6 +94,17 @@ void Backend::l2_normalize(const Tensor&, double, Tensor&, Tensor&) { not_implem
 void Backend::l2_normalize_backward(const Tensor&, const Tensor&, double, const Tensor&, Tensor&) {
   not_implemented("l2_normalize_backward");
 }
+void Backend::cross_entropy(const Tensor&, const Tensor&, double, int64_t, Tensor&, Tensor&) {
+  not_implemented("cross_entropy");
+}
+void Backend::cross_entropy_backward(const Tensor&, const Tensor&, const Tensor&, double, int64_t,
+                                     const Tensor&, Tensor&) {
+  not_implemented("cross_entropy_backward");
+}
+void Backend::dropout(const Tensor&, double, RandomStream, Tensor&) { not_implemented("dropout"); }
+void Backend::word_dropout(const Tensor&, double, int64_t, RandomStream, Tensor&) {
+  not_implemented("word_dropout");
+}
 void Backend::permute(const Tensor&, const std::vector<int>&, Tensor&) { not_implemented("permute"); }
 void Backend::copy_block(const Tensor&, int64_t, int64_t, Tensor&, int64_t, int64_t, int64_t, int64_t,
                          int64_t, bool) {

@@ -132,6 +132,23 @@ class Backend {
   virtual void l2_normalize_backward(const Tensor& y, const Tensor& norm, double eps,
                                      const Tensor& dy, Tensor& dx);
 
+  // ---- losses and regularisation (cpu: cpu_loss.cpp, cpu_random.cpp) ----
+  // Label-smoothed cross-entropy per row of logits [rows, V] with targets (i64, [rows]):
+  //   q = (1 − ε)·onehot(t) + ε/V,  row_loss = −Σ q log softmax(z) = lse − (1 − ε) z_t − (ε/V) Σ z
+  // Rows whose target is ignore_index get loss 0. lse ([rows]) is kept for the backward.
+  virtual void cross_entropy(const Tensor& logits, const Tensor& targets, double smoothing,
+                             int64_t ignore_index, Tensor& row_loss, Tensor& lse);
+  // dlogits = dloss · (softmax(z) − q) per row (0 on ignored rows); dloss has one element.
+  virtual void cross_entropy_backward(const Tensor& logits, const Tensor& lse, const Tensor& targets,
+                                      double smoothing, int64_t ignore_index, const Tensor& dloss,
+                                      Tensor& dlogits);
+  // Inverted dropout: y = keep ? x / (1 − p) : 0, with keep[i] = (word i of the stream >= p·2³²);
+  // element i reads word i % 4 of block first_block + i / 4. The backward is the same call on dy.
+  virtual void dropout(const Tensor& x, double p, RandomStream rs, Tensor& y);
+  // out = ids, with each id replaced by `replacement` with probability p (same stream layout).
+  virtual void word_dropout(const Tensor& ids, double p, int64_t replacement, RandomStream rs,
+                            Tensor& out);
+
   // ---- data movement (cpu: backends/cpu/cpu_index.cpp) ----
   // out = x with its axes reordered: out axis i is x axis perm[i] (out has the permuted shape).
   virtual void permute(const Tensor& x, const std::vector<int>& perm, Tensor& out);

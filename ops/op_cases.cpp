@@ -36,6 +36,7 @@ const std::vector<OpCase>& op_cases() {
     add_convert_cases(all);
     add_shape_cases(all);
     add_normalization_cases(all);
+    add_loss_cases(all);
     return all;
   }();
   return cases;

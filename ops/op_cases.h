@@ -47,5 +47,6 @@ void add_matmul_cases(std::vector<OpCase>& cases);
 void add_convert_cases(std::vector<OpCase>& cases);
 void add_shape_cases(std::vector<OpCase>& cases);
 void add_normalization_cases(std::vector<OpCase>& cases);
+void add_loss_cases(std::vector<OpCase>& cases);
 
 }  // namespace qkgrad

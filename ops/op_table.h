@@ -55,6 +55,11 @@
     "x̄ = (ȳ − y (y·ȳ)) / ‖x‖ if ‖x‖ > ε, else ȳ / ε")                                          \
   X(scale_norm, "y = g · x / max(‖x‖, ε), per row, scalar g",                                   \
     "ḡ = Σ ȳ ⊙ u (u = x / max(‖x‖, ε)); x̄ = l2_normalize backward of g ȳ")                     \
+  X(cross_entropy, "L = Σ_rows lse(z) − (1−ε) z_t − (ε/V) Σ z  (q = (1−ε) onehot + ε/V; ignored rows 0)", \
+    "z̄ = L̄ (softmax(z) − q) on non-ignored rows")                                                 \
+  X(nll, "L = −Σ_rows log_p[t] (ignored rows 0; gather + mask + sum)", "log_p̄[t] = −L̄")        \
+  X(dropout, "y = m ⊙ x / (1 − p), m ~ Bernoulli(1 − p) from the Philox stream",                 \
+    "x̄ = m ⊙ ȳ / (1 − p) (the mask is regenerated, not stored)")                                \
   X(reshape, "y = x with another shape (shares storage)", "x̄ = reshape(ȳ, x.shape)")          \
   X(permute, "y = x with axes reordered (a copy); transpose swaps two", "x̄ = permute(ȳ, inverse)") \
   X(concat, "y = [x₁ x₂ …] along an axis", "x̄ᵢ = the slice of ȳ where xᵢ was placed")          \

@@ -80,6 +80,28 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, doub
 Tensor l2_normalize(const Tensor& x, double eps = 1e-12);  // x / max(‖x‖, eps)
 Tensor scale_norm(const Tensor& x, const Tensor& g, double eps = 1e-5);  // g · x / max(‖x‖, eps)
 
+// ---- losses (ops/loss.cpp) ----
+// The summed loss over the rows whose target is not ignore_index, and how many rows that was.
+struct LossSum {
+  Tensor sum;      // shape [], differentiable
+  int64_t tokens;  // non-ignored rows
+};
+// Fused log_softmax + label smoothing: q = (1 − ε)·onehot(target) + ε/V over V classes.
+// logits [..., V], targets (i64) [...].
+LossSum cross_entropy(const Tensor& logits, const Tensor& targets, double smoothing = 0.0,
+                      int64_t ignore_index = -1);
+// −Σ log_probs[target] over non-ignored rows; log_probs [..., V], targets (i64) [...].
+LossSum nll(const Tensor& log_probs, const Tensor& targets, int64_t ignore_index = -1);
+
+// ---- regularisation and positions (ops/regularization.cpp) ----
+// Inverted dropout with a mask from gen's Philox stream (reproducible for a seed and step).
+// Identity when !training or p == 0.
+Tensor dropout(const Tensor& x, double p, Generator& gen, bool training = true);
+// ids (i64) with each replaced by `replacement` with probability p. No gradient.
+Tensor word_dropout(const Tensor& ids, double p, int64_t replacement, Generator& gen, bool training = true);
+// [length, dim]: sin on even dims, cos on odd dims (Vaswani et al.). No gradient.
+Tensor sinusoidal_positions(int64_t length, int64_t dim, DType dtype = DType::f32, Device device = Device::cpu);
+
 // ---- data movement (ops/shape_ops.cpp, ops/index_ops.cpp) ----
 Tensor permute(const Tensor& x, const std::vector<int>& dims);  // y axis i = x axis dims[i]; copies
 Tensor transpose(const Tensor& x, int a, int b);                // swaps two axes; copies

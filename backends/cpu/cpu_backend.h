@@ -70,9 +70,19 @@ class CpuBackend final : public Backend {
   void scatter_add(const Tensor& dy, const Tensor& index, int64_t outer, int64_t n, int64_t k,
                    int64_t inner, Tensor& dx) override;
 
+  // cpu_loss.cpp
+  void cross_entropy(const Tensor& logits, const Tensor& targets, double smoothing,
+                     int64_t ignore_index, Tensor& row_loss, Tensor& lse) override;
+  void cross_entropy_backward(const Tensor& logits, const Tensor& lse, const Tensor& targets,
+                              double smoothing, int64_t ignore_index, const Tensor& dloss,
+                              Tensor& dlogits) override;
+
   // cpu_random.cpp
   void fill_uniform(Tensor& out, double low, double high, RandomStream rs) override;
   void fill_normal(Tensor& out, double mean, double stddev, RandomStream rs) override;
+  void dropout(const Tensor& x, double p, RandomStream rs, Tensor& y) override;
+  void word_dropout(const Tensor& ids, double p, int64_t replacement, RandomStream rs,
+                    Tensor& out) override;
 
   // cpu_optim.cpp
   void sgd_update(Tensor& param, const Tensor& grad, Tensor& velocity, double lr, double momentum,

@@ -1,6 +1,7 @@
 // Random fills from the Philox stream (core/philox.h). Each output element is a pure function
 // of (seed, stream, block index), so the loop is parallel and the result identical on any
 // number of threads and on the GPU.
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -65,6 +66,42 @@ void CpuBackend::fill_normal(Tensor& out, double mean, double stddev, RandomStre
       }
     });
   });
+}
+
+namespace {
+// Element i keeps its value when its 32-bit word is >= p·2³², i.e. with probability 1 − p.
+uint32_t drop_threshold(double p) { return static_cast<uint32_t>(std::min(std::ldexp(p, 32), 4294967295.0)); }
+uint32_t stream_word(const RandomStream& rs, int64_t i) {
+  return philox::random_block(rs.seed, rs.stream, rs.first_block + static_cast<uint64_t>(i / 4)).v[i % 4];
+}
+}  // namespace
+
+void CpuBackend::dropout(const Tensor& x, double p, RandomStream rs, Tensor& y) {
+  cpu::dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = x.data<T>();
+    T* out = y.data<T>();
+    const uint32_t threshold = drop_threshold(p);
+    const T scale = static_cast<T>(1.0 / (1.0 - p));
+    const int64_t n = x.numel();
+    // One block gives the words of 4 consecutive elements.
+#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
+    for (int64_t b = 0; b < (n + 3) / 4; ++b) {
+      const philox::Block blk = philox::random_block(rs.seed, rs.stream, rs.first_block + static_cast<uint64_t>(b));
+      for (int64_t w = 0; w < 4 && 4 * b + w < n; ++w) {
+        const int64_t i = 4 * b + w;
+        out[i] = blk.v[w] >= threshold ? in[i] * scale : T(0);
+      }
+    }
+  });
+}
+
+void CpuBackend::word_dropout(const Tensor& ids, double p, int64_t replacement, RandomStream rs,
+                              Tensor& out) {
+  const int64_t* in = ids.data<int64_t>();
+  int64_t* o = out.data<int64_t>();
+  const uint32_t threshold = drop_threshold(p);
+  for (int64_t i = 0; i < ids.numel(); ++i) o[i] = stream_word(rs, i) >= threshold ? in[i] : replacement;
 }
 
 }  // namespace qkgrad
