@@ -22,7 +22,7 @@ Tensor index_select(const Tensor& x, int axis, const Tensor& ids) {
                " but x is on ", device_name(x.device()));
   const int a = normalize_axis("index_select", axis, x.rank());
   const AxisSplit v = split_at(x.shape(), a);
-  check_ids_in_range("index_select", ids, v.n, cat("index (axis ", axis, " of ", x.shape(), " has size ", v.n, ")"));
+  check_ids_in_range("index_select", ids, v.n, "index", cat("axis ", axis, " of ", x.shape(), " has size ", v.n));
   std::vector<int64_t> dims = x.shape().to_vector();
   dims[static_cast<std::size_t>(a)] = ids.numel();
   Tensor y = Tensor::empty(Shape(dims), x.dtype(), x.device());
@@ -52,7 +52,7 @@ Tensor gather(const Tensor& x, int axis, const Tensor& index) {
                  " must match x ", x.shape(), " in every dim except the gather axis ", axis);
   }
   const AxisSplit v = split_at(x.shape(), a);
-  check_ids_in_range("gather", index, v.n, cat("index (axis ", axis, " of ", x.shape(), " has size ", v.n, ")"));
+  check_ids_in_range("gather", index, v.n, "index", cat("axis ", axis, " of ", x.shape(), " has size ", v.n));
   const int64_t k = index.shape()[a];
   Tensor y = Tensor::empty(index.shape(), x.dtype(), x.device());
   backend(x.device()).gather(x, index, v.outer, v.n, k, v.inner, y);
@@ -76,7 +76,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   QKGRAD_CHECK(ids.device() == weight.device(), "embedding: ids are on ", device_name(ids.device()),
                " but the weight is on ", device_name(weight.device()));
   const int64_t vocab = weight.size(0), dim = weight.size(1);
-  check_ids_in_range("embedding", ids, vocab, cat("token id (the vocabulary has ", vocab, " entries)"));
+  check_ids_in_range("embedding", ids, vocab, "token id", cat("the vocabulary has ", vocab, " entries"));
   std::vector<int64_t> dims = ids.shape().to_vector();
   QKGRAD_CHECK(ids.rank() < Shape::kMaxRank, "embedding: ids of rank ", ids.rank(),
                " would give an output of rank ", ids.rank() + 1, " > ", Shape::kMaxRank);

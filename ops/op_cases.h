@@ -24,6 +24,8 @@ struct InputSpec {
   InputDomain domain = InputDomain::normal;
 };
 
+// A case's function must compute in the dtype of its inputs: the suite also runs every case in
+// float32 and compares it with float64 (tests/test_float32.cpp).
 struct OpCase {
   std::string op;    // a name from op_table.h
   std::string name;  // what the case covers, e.g. "broadcast [2, 3] + [3]"

@@ -26,12 +26,13 @@ void check_index_tensor(std::string_view op, const Tensor& ids, std::string_view
                describe(ids), " (make one with Tensor::from_ids)");
 }
 
-void check_ids_in_range(std::string_view op, const Tensor& ids, int64_t limit, std::string_view what) {
+void check_ids_in_range(std::string_view op, const Tensor& ids, int64_t limit, std::string_view what,
+                        std::string_view why) {
   const Tensor host = ids.to(Device::cpu);
   const int64_t* p = host.data<int64_t>();
   for (int64_t i = 0; i < host.numel(); ++i) {
     QKGRAD_CHECK(p[i] >= 0 && p[i] < limit, op, ": ", what, " ", p[i], " at flat position ", i,
-                 " of ", describe(ids), " is out of range [0, ", limit, ")");
+                 " of ", describe(ids), " is out of range [0, ", limit, ") (", why, ")");
   }
 }
 

@@ -17,8 +17,10 @@ void check_same_dtype_device(std::string_view op, const Tensor& a, const Tensor&
 // ids is a defined i64 tensor (token ids, indices).
 void check_index_tensor(std::string_view op, const Tensor& ids, std::string_view name = "indices");
 
-// Every id lies in [0, limit); otherwise names the first offender and its position.
+// Every id lies in [0, limit); otherwise names the first offender, its position and `why`
+// the limit is what it is. E.g. "embedding: token id 9 at flat position 3 of [2, 4] i64 cpu
+// is out of range [0, 8) (the vocabulary has 8 entries)".
 void check_ids_in_range(std::string_view op, const Tensor& ids, int64_t limit,
-                        std::string_view what);
+                        std::string_view what, std::string_view why);
 
 }  // namespace qkgrad

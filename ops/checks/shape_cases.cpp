@@ -11,7 +11,7 @@ void add_shape_cases(std::vector<OpCase>& cases) {
   const InputDomain any = InputDomain::normal;
   // Each function multiplies by a fixed ramp so that every output position has its own weight.
   auto ramp = [](const Tensor& y) {
-    return y * Tensor::arange(0.5, 0.5 + 0.25 * static_cast<double>(y.numel()), 0.25, DType::f64).reshape(y.shape());
+    return y * (Tensor::arange(y.numel(), y.dtype()) * 0.25 + 0.5).reshape(y.shape());
   };
   cases.push_back({"permute", "[2, 3, 4] -> (2, 0, 1)", {{{2, 3, 4}, any}},
                    [ramp](const In& x) { return ramp(permute(x[0], {2, 0, 1})); }});
