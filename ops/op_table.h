@@ -61,10 +61,11 @@
   X(dropout, "y = m ⊙ x / (1 − p), m ~ Bernoulli(1 − p) from the Philox stream",                 \
     "x̄ = m ⊙ ȳ / (1 − p) (the mask is regenerated, not stored)")                                \
   X(reshape, "y = x with another shape (shares storage)", "x̄ = reshape(ȳ, x.shape)")          \
-  X(permute, "y = x with axes reordered (a copy); transpose swaps two", "x̄ = permute(ȳ, inverse)") \
+  X(permute, "y = x with axes reordered (a copy)", "x̄ = permute(ȳ, inverse permutation)")     \
+  X(transpose, "y = x with two axes swapped (a permute)", "x̄ = transpose(ȳ) (through permute)") \
   X(concat, "y = [x₁ x₂ …] along an axis", "x̄ᵢ = the slice of ȳ where xᵢ was placed")          \
-  X(slice, "y = x[start:end] along an axis (a copy); split is consecutive slices",            \
-    "x̄ = ȳ inside the window, 0 outside")                                                     \
+  X(slice, "y = x[start:end] along an axis (a copy)", "x̄ = ȳ inside the window, 0 outside")  \
+  X(split, "[y₁, y₂, …] = consecutive slices of x along an axis", "x̄ = Σᵢ ȳᵢ in its window (through slice)") \
   X(pad, "y = x with constant entries before and after, along an axis", "x̄ = the middle of ȳ") \
   X(index_select, "y[.., j, ..] = x[.., ids[j], ..]", "x̄[.., r, ..] = Σ_{j: ids[j] = r} ȳ[.., j, ..]") \
   X(gather, "y[o, j, i] = x[o, index[o, j, i], i]", "x̄[o, r, i] = Σ_{j: index[o, j, i] = r} ȳ[o, j, i]") \

@@ -15,9 +15,11 @@ void add_shape_cases(std::vector<OpCase>& cases) {
   };
   cases.push_back({"permute", "[2, 3, 4] -> (2, 0, 1)", {{{2, 3, 4}, any}},
                    [ramp](const In& x) { return ramp(permute(x[0], {2, 0, 1})); }});
-  cases.push_back({"permute", "transpose(1, 2) of [2, 3, 2]", {{{2, 3, 2}, any}},
+  cases.push_back({"permute", "[3, 1, 2] -> (1, 2, 0) (a size-1 dim)", {{{3, 1, 2}, any}},
+                   [ramp](const In& x) { return ramp(permute(x[0], {1, 2, 0})); }});
+  cases.push_back({"transpose", "(1, 2) of [2, 3, 2]", {{{2, 3, 2}, any}},
                    [ramp](const In& x) { return ramp(transpose(x[0], 1, 2)); }});
-  cases.push_back({"permute", "transpose of a row [1, 4]", {{{1, 4}, any}},
+  cases.push_back({"transpose", "a row [1, 4]", {{{1, 4}, any}},
                    [ramp](const In& x) { return ramp(transpose(x[0], 0, -1)); }});
   cases.push_back({"concat", "[2, 1, 3] and [2, 2, 3] along 1", {{{2, 1, 3}, any}, {{2, 2, 3}, any}},
                    [ramp](const In& x) { return ramp(concat({x[0], x[1]}, 1)); }});
@@ -25,9 +27,13 @@ void add_shape_cases(std::vector<OpCase>& cases) {
                    [ramp](const In& x) { return ramp(concat({x[0], x[0]}, 0)); }});
   cases.push_back({"slice", "[1:3) of axis 1 of [2, 4, 2]", {{{2, 4, 2}, any}},
                    [ramp](const In& x) { return ramp(slice(x[0], 1, 1, 3)); }});
-  cases.push_back({"slice", "split [5, 2] into 2 + 3 rows, recombined", {{{5, 2}, any}}, [ramp](const In& x) {
+  cases.push_back({"split", "[5, 2] into 2 + 3 rows, recombined", {{{5, 2}, any}}, [ramp](const In& x) {
                      const auto parts = split(x[0], {2, 3}, 0);
                      return ramp(concat({parts[1], parts[0] * 2.0}, 0));
+                   }});
+  cases.push_back({"split", "[2, 6] into 1 + 0 + 5 columns", {{{2, 6}, any}}, [ramp](const In& x) {
+                     const auto parts = split(x[0], {1, 0, 5}, 1);
+                     return ramp(concat({parts[2], parts[0]}, 1));
                    }});
   cases.push_back({"pad", "2 before, 1 after on axis -1 of [2, 3]", {{{2, 3}, any}},
                    [ramp](const In& x) { return ramp(pad(x[0], -1, 2, 1, 0.5)); }});
