@@ -105,6 +105,15 @@ void Backend::dropout(const Tensor&, double, RandomStream, Tensor&) { not_implem
 void Backend::word_dropout(const Tensor&, double, int64_t, RandomStream, Tensor&) {
   not_implemented("word_dropout");
 }
+void Backend::attention_forward(const AttentionSpec&, const Tensor&, const Tensor&, const Tensor&,
+                                const Tensor*, Tensor&, Tensor&, Tensor&, Tensor&, Tensor*) {
+  not_implemented("attention_forward");
+}
+void Backend::attention_backward(const AttentionSpec&, const Tensor&, const Tensor&, const Tensor&,
+                                 const Tensor*, const Tensor&, const Tensor&, const Tensor&,
+                                 const Tensor&, const Tensor&, Tensor&, Tensor&, Tensor&, Tensor*) {
+  not_implemented("attention_backward");
+}
 void Backend::permute(const Tensor&, const std::vector<int>&, Tensor&) { not_implemented("permute"); }
 void Backend::copy_block(const Tensor&, int64_t, int64_t, Tensor&, int64_t, int64_t, int64_t, int64_t,
                          int64_t, bool) {

@@ -62,6 +62,27 @@ inline uint64_t random_blocks_needed(DType dtype, int64_t numel) {
   return static_cast<uint64_t>((numel + per_block - 1) / per_block);
 }
 
+// One call of the fused attention kernels (ops/attention.cpp, docs/qknorm-attention.md).
+// q: [B, q_time, H·d] (q_time = tq), k and v: [B, kv_time, H·d] of which the first tk time
+// steps are used (a KV cache may hold more), out: [B, tq, H·d]. Heads are column blocks of
+// width d: head h of row t is elements [h·d, (h+1)·d). Per (b, h), with mask M (0 or −∞):
+//   qknorm:      S = g · (q/‖q‖)(k/‖k‖)ᵀ + M      (norms clamped below at eps)
+//   scaled_dot:  S = scale · q kᵀ + M
+//   P = softmax_rows(S), P' = dropout(P), out = P' v
+struct AttentionSpec {
+  int64_t batch = 0, heads = 0, tq = 0, tk = 0, head_dim = 0;
+  int64_t kv_time = 0;             // stored time steps of k and v (>= tk)
+  bool qknorm = true;
+  bool per_head_g = false;         // g has one value per head, else one value
+  double scale = 1.0;              // scaled_dot's 1/√d
+  double eps = 1e-6;               // qknorm's norm clamp
+  bool causal = false;             // key j is visible to query i only if j <= i + query_offset
+  int64_t query_offset = 0;
+  std::vector<int64_t> key_lengths;  // empty, or per batch entry: keys j >= length are padding
+  double dropout = 0.0;            // on P; element ((b·H + h)·tq + i)·tk + j reads stream word
+  RandomStream rs;                 //   (index % 4) of block first_block + index / 4
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -148,6 +169,21 @@ class Backend {
   // out = ids, with each id replaced by `replacement` with probability p (same stream layout).
   virtual void word_dropout(const Tensor& ids, double p, int64_t replacement, RandomStream rs,
                             Tensor& out);
+
+  // ---- fused attention (cpu: cpu_attention.cpp) ----
+  // Writes out, and per (b, h, row) the log-sum-exp of S (lse [B, H, tq], −∞ for a fully
+  // masked row) and, for qknorm, rq = 1/max(‖q‖, eps) [B, H, tq] and rk [B, H, tk].
+  // probs (optional, [B, H, tq, tk]) receives P before dropout.
+  virtual void attention_forward(const AttentionSpec& spec, const Tensor& q, const Tensor& k,
+                                 const Tensor& v, const Tensor* g, Tensor& out, Tensor& lse,
+                                 Tensor& rq, Tensor& rk, Tensor* probs);
+  // Overwrites dq, dk, dv (same shapes as q, k, v; unused cache rows get 0) and dg (qknorm;
+  // may be null), recomputing P from lse.
+  virtual void attention_backward(const AttentionSpec& spec, const Tensor& q, const Tensor& k,
+                                  const Tensor& v, const Tensor* g, const Tensor& out,
+                                  const Tensor& lse, const Tensor& rq, const Tensor& rk,
+                                  const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv,
+                                  Tensor* dg);
 
   // ---- data movement (cpu: backends/cpu/cpu_index.cpp) ----
   // out = x with its axes reordered: out axis i is x axis perm[i] (out has the permuted shape).

@@ -37,6 +37,7 @@ const std::vector<OpCase>& op_cases() {
     add_shape_cases(all);
     add_normalization_cases(all);
     add_loss_cases(all);
+    add_attention_cases(all);
     return all;
   }();
   return cases;

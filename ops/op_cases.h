@@ -50,5 +50,6 @@ void add_convert_cases(std::vector<OpCase>& cases);
 void add_shape_cases(std::vector<OpCase>& cases);
 void add_normalization_cases(std::vector<OpCase>& cases);
 void add_loss_cases(std::vector<OpCase>& cases);
+void add_attention_cases(std::vector<OpCase>& cases);
 
 }  // namespace qkgrad

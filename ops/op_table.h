@@ -60,6 +60,10 @@
   X(nll, "L = −Σ_rows log_p[t] (ignored rows 0; gather + mask + sum)", "log_p̄[t] = −L̄")        \
   X(dropout, "y = m ⊙ x / (1 − p), m ~ Bernoulli(1 − p) from the Philox stream",                 \
     "x̄ = m ⊙ ȳ / (1 − p) (the mask is regenerated, not stored)")                                \
+  X(attention_qknorm, "per head: S = g q̂k̂ᵀ + M (q̂ = q/max(‖q‖, ε)), P = softmax(S), O = dropout(P) v", \
+    "v̄ = P'ᵀŌ; dS = P ⊙ (dP − rowsum(Ō ⊙ O)); ḡ = Σ dS ⊙ q̂k̂ᵀ; q̂̄ = g dS k̂, k̂̄ = g dSᵀq̂; q̄ = (q̂̄ − q̂(q̂·q̂̄))/‖q‖") \
+  X(attention_scaled_dot, "per head: S = q kᵀ/√d + M, P = softmax(S), O = dropout(P) v",        \
+    "v̄ = P'ᵀŌ; dS = P ⊙ (dP − rowsum(Ō ⊙ O)); q̄ = dS k/√d; k̄ = dSᵀ q/√d")                       \
   X(reshape, "y = x with another shape (shares storage)", "x̄ = reshape(ȳ, x.shape)")          \
   X(permute, "y = x with axes reordered (a copy)", "x̄ = permute(ȳ, inverse permutation)")     \
   X(transpose, "y = x with two axes swapped (a permute)", "x̄ = transpose(ȳ) (through permute)") \

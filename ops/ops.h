@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "ops/attention.h"  // the fused attention op and its KV cache
 
 namespace qkgrad {
 

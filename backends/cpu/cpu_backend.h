@@ -56,6 +56,15 @@ class CpuBackend final : public Backend {
   void l2_normalize_backward(const Tensor& y, const Tensor& norm, double eps, const Tensor& dy,
                              Tensor& dx) override;
 
+  // cpu_attention.cpp
+  void attention_forward(const AttentionSpec& spec, const Tensor& q, const Tensor& k,
+                         const Tensor& v, const Tensor* g, Tensor& out, Tensor& lse, Tensor& rq,
+                         Tensor& rk, Tensor* probs) override;
+  void attention_backward(const AttentionSpec& spec, const Tensor& q, const Tensor& k,
+                          const Tensor& v, const Tensor* g, const Tensor& out, const Tensor& lse,
+                          const Tensor& rq, const Tensor& rk, const Tensor& dout, Tensor& dq,
+                          Tensor& dk, Tensor& dv, Tensor* dg) override;
+
   // cpu_index.cpp
   void permute(const Tensor& x, const std::vector<int>& perm, Tensor& out) override;
   void copy_block(const Tensor& src, int64_t src_n, int64_t src_start, Tensor& dst, int64_t dst_n,

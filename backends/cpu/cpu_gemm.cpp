@@ -1,31 +1,14 @@
 // Matrix products through OpenBLAS (cblas_sgemm / cblas_dgemm, row-major).
-#include <cblas.h>
-
 #include <limits>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_blas.h"
 #include "backends/cpu/cpu_common.h"
 #include "core/error.h"
 
 namespace qkgrad {
 
 namespace {
-
-void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const float* a,
-               const float* b, double beta, float* c) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k),
-              static_cast<float>(alpha), a, static_cast<blasint>(ta ? m : k), b,
-              static_cast<blasint>(tb ? k : n), static_cast<float>(beta), c, static_cast<blasint>(n));
-}
-
-void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
-               const double* b, double beta, double* c) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
-              static_cast<blasint>(ta ? m : k), b, static_cast<blasint>(tb ? k : n), beta, c,
-              static_cast<blasint>(n));
-}
 
 // Below this many multiply-adds per matrix, a batch runs one matrix per thread (OpenBLAS runs
 // single-threaded inside an OpenMP parallel region); above it, each GEMM uses every thread.
@@ -55,7 +38,7 @@ void CpuBackend::gemm(const GemmSpec& g, const Tensor& a, const Tensor& b, Tenso
     // A batch that shares B and stacks contiguous A and C matrices is one tall GEMM.
     if (g.batch > 1 && g.stride_b == 0 && !g.trans_a && g.stride_a == g.m * g.k &&
         g.stride_c == g.m * g.n) {
-      blas_gemm(false, g.trans_b, g.batch * g.m, g.n, g.k, g.alpha, pa, pb, g.beta, pc);
+      cpu::gemm(false, g.trans_b, g.batch * g.m, g.n, g.k, g.alpha, pa, pb, g.beta, pc);
       return;
     }
     // One multi-threaded GEMM after another: large matrices, or products summed into one C
@@ -63,7 +46,7 @@ void CpuBackend::gemm(const GemmSpec& g, const Tensor& a, const Tensor& b, Tenso
     if (g.batch == 1 || g.m * g.n * g.k >= kSmallGemm || g.stride_c == 0) {
       for (int64_t i = 0; i < g.batch; ++i) {
         const double beta = (g.stride_c == 0 && i > 0) ? 1.0 : g.beta;
-        blas_gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, pa + i * g.stride_a,
+        cpu::gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, pa + i * g.stride_a,
                   pb + i * g.stride_b, beta, pc + i * g.stride_c);
       }
       return;
@@ -71,7 +54,7 @@ void CpuBackend::gemm(const GemmSpec& g, const Tensor& a, const Tensor& b, Tenso
     // Many small independent matrices: one per thread.
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < g.batch; ++i) {
-      blas_gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, pa + i * g.stride_a,
+      cpu::gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, pa + i * g.stride_a,
                 pb + i * g.stride_b, g.beta, pc + i * g.stride_c);
     }
   });

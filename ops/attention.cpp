@@ -1,0 +1,156 @@
+// The fused attention op: checks, the tape record, and the KV-cache path. The kernels are
+// Backend::attention_forward / attention_backward (backends/cpu/cpu_attention.cpp); the math
+// and its derivation are in docs/qknorm-attention.md.
+#include "ops/attention.h"
+
+#include <cmath>
+
+#include "backends/backend.h"
+#include "core/autograd.h"
+#include "core/error.h"
+#include "ops/validate.h"
+
+namespace qkgrad {
+
+namespace {
+
+AttentionSpec plan_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                             const AttentionOptions& o) {
+  const char* op = "attention";
+  check_same_dtype_device(op, q, k);
+  check_same_dtype_device(op, q, v);
+  QKGRAD_CHECK(q.rank() == 3 && k.rank() == 3 && v.rank() == 3, op,
+               ": q, k and v must be [B, T, H·d], got q ", q.shape(), ", k ", k.shape(), ", v ", v.shape());
+  QKGRAD_CHECK(k.shape() == v.shape(), op, ": k ", k.shape(), " and v ", v.shape(), " must have the same shape");
+  QKGRAD_CHECK(q.size(0) == k.size(0) && q.size(2) == k.size(2), op, ": q ", q.shape(), " and k ",
+               k.shape(), " must agree in batch size and width (H·d)");
+  QKGRAD_CHECK(o.heads >= 1 && q.size(2) % o.heads == 0, op, ": the width ", q.size(2),
+               " of q is not divisible into ", o.heads, " heads");
+  QKGRAD_CHECK(o.dropout >= 0 && o.dropout < 1, op, ": dropout must be in [0, 1), got ", o.dropout);
+  QKGRAD_CHECK(o.dropout == 0 || o.generator != nullptr, op,
+               ": dropout > 0 needs a generator (AttentionOptions::generator) for its mask");
+  QKGRAD_CHECK(o.eps > 0, op, ": eps must be > 0, got ", o.eps);
+  QKGRAD_CHECK(o.kv_length <= k.size(1), op, ": kv_length ", o.kv_length, " exceeds the ",
+               k.size(1), " time steps of k");
+  AttentionSpec s;
+  s.batch = q.size(0);
+  s.heads = o.heads;
+  s.tq = q.size(1);
+  s.kv_time = k.size(1);
+  s.tk = o.kv_length >= 0 ? o.kv_length : k.size(1);
+  s.head_dim = q.size(2) / o.heads;
+  s.qknorm = o.mode == AttentionMode::qknorm;
+  s.scale = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(s.head_dim, 1)));
+  s.eps = o.eps;
+  s.causal = o.causal;
+  s.query_offset = o.query_offset;
+  if (s.qknorm) {
+    check_same_dtype_device(op, q, g);
+    QKGRAD_CHECK((g.numel() == 1 && g.rank() <= 1) || g.shape() == Shape{o.heads}, op,
+                 ": g must be a scalar ([] or [1]) or one value per head ([", o.heads, "]), got ", g.shape());
+    s.per_head_g = g.rank() == 1 && g.numel() == o.heads && o.heads > 1;
+  }
+  if (!o.key_lengths.empty()) {
+    QKGRAD_CHECK(static_cast<int64_t>(o.key_lengths.size()) == s.batch, op, ": ", o.key_lengths.size(),
+                 " key lengths given for a batch of ", s.batch);
+    for (std::size_t b = 0; b < o.key_lengths.size(); ++b) {
+      QKGRAD_CHECK(o.key_lengths[b] >= 0 && o.key_lengths[b] <= s.tk, op, ": key length ",
+                   o.key_lengths[b], " of batch entry ", b, " is outside [0, ", s.tk, "]");
+    }
+    s.key_lengths = o.key_lengths;
+  }
+  s.dropout = o.dropout;
+  return s;
+}
+
+}  // namespace
+
+AttentionOutput attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                          const AttentionOptions& o) {
+  AttentionSpec s = plan_attention(q, k, v, g, o);
+  if (s.dropout > 0) {  // one stream word per element of P [B, H, Tq, Tk]
+    Generator& gen = *o.generator;
+    s.rs = RandomStream{gen.seed(), gen.stream(),
+                        gen.reserve_blocks(static_cast<uint64_t>((s.batch * s.heads * s.tq * s.tk + 3) / 4))};
+  }
+  const Device dev = q.device();
+  const DType dt = q.dtype();
+  Backend& be = backend(dev);
+  Tensor out = Tensor::empty(q.shape(), dt, dev);                   // [B, Tq, H·d]
+  Tensor lse = Tensor::empty({s.batch, s.heads, s.tq}, dt, dev);   // row log-sum-exp of S
+  Tensor rq = Tensor::empty({s.batch, s.heads, s.qknorm ? s.tq : 0}, dt, dev);  // 1/‖q‖
+  Tensor rk = Tensor::empty({s.batch, s.heads, s.qknorm ? s.tk : 0}, dt, dev);  // 1/‖k‖
+  Tensor probs;
+  if (o.return_probs) probs = Tensor::empty({s.batch, s.heads, s.tq, s.tk}, dt, dev);
+  const Tensor* gp = s.qknorm ? &g : nullptr;
+  be.attention_forward(s, q, k, v, gp, out, lse, rq, rk, probs.defined() ? &probs : nullptr);
+
+  const bool g_learns = s.qknorm && g.requires_grad();
+  if (should_record(q, k, v) || (g_learns && grad_enabled())) {
+    std::vector<Tensor> inputs = {q, k, v};
+    std::vector<Tensor> saved = {q, k, v, out, lse, rq, rk};
+    if (s.qknorm) {
+      inputs.push_back(g);
+      saved.push_back(g);
+    }
+    record("attention", inputs, {out}, saved, [s](BackwardContext& ctx) {
+      const Tensor& q = ctx.saved(0);
+      const Tensor& k = ctx.saved(1);
+      const Tensor& v = ctx.saved(2);
+      const Tensor* g = s.qknorm ? &ctx.saved(7) : nullptr;
+      Tensor dq = Tensor::empty(q.shape(), q.dtype(), q.device());
+      Tensor dk = Tensor::empty(k.shape(), k.dtype(), k.device());
+      Tensor dv = Tensor::empty(v.shape(), v.dtype(), v.device());
+      Tensor dg;
+      if (s.qknorm && ctx.needs_grad(3)) dg = Tensor::empty(g->shape(), g->dtype(), g->device());
+      backend(q.device()).attention_backward(s, q, k, v, g, ctx.saved(3), ctx.saved(4), ctx.saved(5),
+                                             ctx.saved(6), ctx.grad_output(), dq, dk, dv,
+                                             dg.defined() ? &dg : nullptr);
+      ctx.accumulate(0, std::move(dq));
+      ctx.accumulate(1, std::move(dk));
+      ctx.accumulate(2, std::move(dv));
+      if (dg.defined()) ctx.accumulate(3, std::move(dg));
+    });
+  }
+  return {out, probs};
+}
+
+double qknorm_initial_g(double length) {
+  QKGRAD_CHECK(length > 1, "qknorm_initial_g: the length L must be > 1 (g₀ = log2(L² − L)), got ", length);
+  return std::log2(length * length - length);
+}
+
+// ---- the KV cache ----
+
+KVCache::KVCache(int64_t batch, int64_t capacity, int64_t width, DType dtype, Device device)
+    : keys_(Tensor::zeros({batch, capacity, width}, dtype, device)),
+      values_(Tensor::zeros({batch, capacity, width}, dtype, device)) {}
+
+void KVCache::append(const Tensor& k_step, const Tensor& v_step) {
+  check_same_dtype_device("KVCache::append", keys_, k_step);
+  check_same_dtype_device("KVCache::append", keys_, v_step);
+  const int64_t batch = keys_.size(0), width = keys_.size(2);
+  QKGRAD_CHECK(k_step.rank() == 3 && k_step.shape() == v_step.shape() && k_step.size(0) == batch &&
+                   k_step.size(2) == width,
+               "KVCache::append: k ", k_step.shape(), " and v ", v_step.shape(), " must both be [", batch,
+               ", t, ", width, "]");
+  const int64_t t = k_step.size(1);
+  QKGRAD_CHECK(length_ + t <= capacity(), "KVCache::append: ", length_, " cached + ", t,
+               " new steps exceed the capacity of ", capacity());
+  Backend& be = backend(keys_.device());
+  be.copy_block(k_step, t, 0, keys_, capacity(), length_, batch, t, width, false);
+  be.copy_block(v_step, t, 0, values_, capacity(), length_, batch, t, width, false);
+  keys_.impl()->storage->bump_version();
+  values_.impl()->storage->bump_version();
+  length_ += t;
+}
+
+AttentionOutput attention_step(const Tensor& q, const KVCache& cache, const Tensor& g, AttentionOptions o) {
+  QKGRAD_CHECK(q.rank() == 3 && q.size(1) <= cache.length(), "attention_step: q ", q.shape(),
+               " has more steps than the ", cache.length(), " in the cache (append their keys first)");
+  o.kv_length = cache.length();
+  if (o.causal) o.query_offset = cache.length() - q.size(1);
+  return attention(q, cache.keys(), cache.values(), g, o);
+}
+
+}  // namespace qkgrad

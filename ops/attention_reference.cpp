@@ -1,0 +1,43 @@
+// Attention composed from primitive ops: the readable reference the fused op is tested against.
+// Each line is one step of the math in ops/attention.h.
+#include <cmath>
+
+#include "core/error.h"
+#include "ops/attention.h"
+#include "ops/ops.h"
+
+namespace qkgrad {
+
+AttentionOutput attention_reference(const Tensor& q, const Tensor& k_all, const Tensor& v_all,
+                                    const Tensor& g, const AttentionOptions& o) {
+  QKGRAD_CHECK(q.rank() == 3 && k_all.rank() == 3 && q.size(2) % o.heads == 0,
+               "attention_reference: q and k must be [B, T, H·d]");
+  const int64_t B = q.size(0), Tq = q.size(1), H = o.heads, d = q.size(2) / H;
+  const int64_t Tk = o.kv_length >= 0 ? o.kv_length : k_all.size(1);
+  const Tensor k = slice(k_all, 1, 0, Tk), v = slice(v_all, 1, 0, Tk);
+  // [B, T, H·d] -> [B, H, T, d]
+  auto heads = [&](const Tensor& x) { return permute(x.reshape({B, x.size(1), H, d}), {0, 2, 1, 3}); };
+  const Tensor qh = heads(q), kh = heads(k), vh = heads(v);
+  Tensor S;  // [B, H, Tq, Tk]
+  if (o.mode == AttentionMode::qknorm) {
+    const Tensor gain = g.numel() == H && H > 1 ? g.reshape({H, 1, 1}) : g.reshape({});
+    S = matmul(l2_normalize(qh, o.eps), l2_normalize(kh, o.eps), false, true) * gain;
+  } else {
+    S = matmul(qh, kh, false, true) * (1.0 / std::sqrt(static_cast<double>(d)));
+  }
+  // The mask: 1 where key j is padding or (causal) in the future of query i.
+  std::vector<double> mask(static_cast<std::size_t>(B * Tq * Tk), 0.0);
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t length = o.key_lengths.empty() ? Tk : o.key_lengths[static_cast<std::size_t>(b)];
+    for (int64_t i = 0; i < Tq; ++i)
+      for (int64_t j = 0; j < Tk; ++j)
+        mask[static_cast<std::size_t>((b * Tq + i) * Tk + j)] = (j >= length || (o.causal && j > i + o.query_offset)) ? 1 : 0;
+  }
+  S = masked_fill(S, Tensor::from_vector(mask, {B, 1, Tq, Tk}, q.dtype(), q.device()), -INFINITY);
+  const Tensor P = softmax(S);
+  const Tensor P_dropped = o.dropout > 0 ? dropout(P, o.dropout, *o.generator) : P;
+  const Tensor out = permute(matmul(P_dropped, vh), {0, 2, 1, 3}).reshape({B, Tq, H * d});
+  return {out, o.return_probs ? P.detach() : Tensor()};
+}
+
+}  // namespace qkgrad
