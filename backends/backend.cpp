@@ -106,7 +106,7 @@ void Backend::word_dropout(const Tensor&, double, int64_t, RandomStream, Tensor&
   not_implemented("word_dropout");
 }
 void Backend::attention_forward(const AttentionSpec&, const Tensor&, const Tensor&, const Tensor&,
-                                const Tensor*, Tensor&, Tensor&, Tensor&, Tensor&, Tensor*) {
+                                const Tensor*, Tensor&, Tensor&, Tensor&, Tensor&) {
   not_implemented("attention_forward");
 }
 void Backend::attention_backward(const AttentionSpec&, const Tensor&, const Tensor&, const Tensor&,

@@ -93,6 +93,7 @@ class Backend {
   virtual void deallocate(void* ptr, std::size_t bytes) = 0;
   virtual AllocatorStats allocator_stats() const = 0;
   virtual void release_cached_memory() = 0;  // give cached blocks back to the system
+  virtual void reset_peak_memory() = 0;      // peak_bytes_in_use := bytes_in_use
   virtual void copy_from_host(void* dst, const void* host_src, std::size_t bytes) = 0;
   virtual void copy_to_host(void* host_dst, const void* src, std::size_t bytes) = 0;
 
@@ -171,17 +172,17 @@ class Backend {
                             Tensor& out);
 
   // ---- fused attention (cpu: cpu_attention.cpp) ----
-  // Writes out, and per (b, h, row) the log-sum-exp of S (lse [B, H, tq], −∞ for a fully
-  // masked row) and, for qknorm, rq = 1/max(‖q‖, eps) [B, H, tq] and rk [B, H, tk].
-  // probs (optional, [B, H, tq, tk]) receives P before dropout.
+  // Writes out, P ([B, H, tq, tk], the probabilities before dropout, kept for the backward and
+  // returned to users who ask for them) and, for qknorm, rq = 1/max(‖q‖, eps) ([B, H, tq])
+  // and rk ([B, H, tk]).
   virtual void attention_forward(const AttentionSpec& spec, const Tensor& q, const Tensor& k,
-                                 const Tensor& v, const Tensor* g, Tensor& out, Tensor& lse,
-                                 Tensor& rq, Tensor& rk, Tensor* probs);
+                                 const Tensor& v, const Tensor* g, Tensor& out, Tensor& probs,
+                                 Tensor& rq, Tensor& rk);
   // Overwrites dq, dk, dv (same shapes as q, k, v; unused cache rows get 0) and dg (qknorm;
-  // may be null), recomputing P from lse.
+  // may be null).
   virtual void attention_backward(const AttentionSpec& spec, const Tensor& q, const Tensor& k,
                                   const Tensor& v, const Tensor* g, const Tensor& out,
-                                  const Tensor& lse, const Tensor& rq, const Tensor& rk,
+                                  const Tensor& probs, const Tensor& rq, const Tensor& rk,
                                   const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv,
                                   Tensor* dg);
 

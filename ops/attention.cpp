@@ -76,19 +76,17 @@ AttentionOutput attention(const Tensor& q, const Tensor& k, const Tensor& v, con
   const Device dev = q.device();
   const DType dt = q.dtype();
   Backend& be = backend(dev);
-  Tensor out = Tensor::empty(q.shape(), dt, dev);                   // [B, Tq, H·d]
-  Tensor lse = Tensor::empty({s.batch, s.heads, s.tq}, dt, dev);   // row log-sum-exp of S
+  Tensor out = Tensor::empty(q.shape(), dt, dev);                          // [B, Tq, H·d]
+  Tensor probs = Tensor::empty({s.batch, s.heads, s.tq, s.tk}, dt, dev);  // P, before dropout
   Tensor rq = Tensor::empty({s.batch, s.heads, s.qknorm ? s.tq : 0}, dt, dev);  // 1/‖q‖
   Tensor rk = Tensor::empty({s.batch, s.heads, s.qknorm ? s.tk : 0}, dt, dev);  // 1/‖k‖
-  Tensor probs;
-  if (o.return_probs) probs = Tensor::empty({s.batch, s.heads, s.tq, s.tk}, dt, dev);
   const Tensor* gp = s.qknorm ? &g : nullptr;
-  be.attention_forward(s, q, k, v, gp, out, lse, rq, rk, probs.defined() ? &probs : nullptr);
+  be.attention_forward(s, q, k, v, gp, out, probs, rq, rk);
 
   const bool g_learns = s.qknorm && g.requires_grad();
   if (should_record(q, k, v) || (g_learns && grad_enabled())) {
     std::vector<Tensor> inputs = {q, k, v};
-    std::vector<Tensor> saved = {q, k, v, out, lse, rq, rk};
+    std::vector<Tensor> saved = {q, k, v, out, probs, rq, rk};
     if (s.qknorm) {
       inputs.push_back(g);
       saved.push_back(g);
@@ -112,7 +110,8 @@ AttentionOutput attention(const Tensor& q, const Tensor& k, const Tensor& v, con
       if (dg.defined()) ctx.accumulate(3, std::move(dg));
     });
   }
-  return {out, probs};
+  // The probabilities users see are a detached handle on the saved P (no copy, no gradient).
+  return {out, o.return_probs ? probs.detach() : Tensor()};
 }
 
 double qknorm_initial_g(double length) {

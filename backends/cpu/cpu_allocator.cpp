@@ -77,6 +77,11 @@ AllocatorStats CpuCachingAllocator::stats() const {
   return stats_;
 }
 
+void CpuCachingAllocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.peak_bytes_in_use = stats_.bytes_in_use;
+}
+
 void CpuCachingAllocator::release_cached() {
   std::lock_guard<std::mutex> lock(mutex_);
   trim_to(0);

@@ -26,6 +26,7 @@ class CpuCachingAllocator {
   void deallocate(void* ptr);
   AllocatorStats stats() const;
   void release_cached();
+  void reset_peak();
 
  private:
   void trim_to(std::size_t limit);  // caller holds mutex_

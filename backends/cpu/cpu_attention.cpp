@@ -1,11 +1,12 @@
 // Fused multi-head attention, QKNorm and scaled dot-product, forward and backward.
 //
 // The equation numbers (1)–(15) refer to docs/qknorm-attention.md. Work is split over
-// (batch, head) pairs with OpenMP; inside a pair, the three products are single-threaded BLAS
-// calls that read the head's columns of the [B, T, H·d] tensors in place (leading dimension
-// H·d): no permute copies. Each thread has its own [tq, tk] workspace from the caching
-// allocator. Every (b, h) writes only its own columns of out, dq, dk, dv, so there are no races,
-// and dg is summed from per-(b, h) partials in a fixed order: results are deterministic.
+// (batch, head) pairs with OpenMP; inside a pair, the products are single-threaded BLAS calls
+// that read the head's columns of the [B, T, H·d] tensors in place (leading dimension H·d): no
+// permute copies. The forward keeps P (before dropout) for the backward, which then needs no
+// exponentials and four GEMMs. Each thread has its own workspace from the caching allocator.
+// Every (b, h) writes only its own columns of out, dq, dk, dv, so there are no races, and dg is
+// summed from per-(b, h) partials in a fixed order: results are deterministic.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -98,94 +99,90 @@ T head_g(const AttentionSpec& s, const Tensor* g, int64_t h) {
 }  // namespace
 
 void CpuBackend::attention_forward(const AttentionSpec& s, const Tensor& q, const Tensor& k,
-                                   const Tensor& v, const Tensor* g, Tensor& out, Tensor& lse,
-                                   Tensor& rq, Tensor& rk, Tensor* probs) {
+                                   const Tensor& v, const Tensor* g, Tensor& out, Tensor& probs,
+                                   Tensor& rq, Tensor& rk) {
   cpu::dispatch(q.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const int64_t pairs = s.batch * s.heads, d = s.head_dim, per_thread = s.tq * s.tk;
-    const int threads = omp_get_max_threads();
-    Tensor workspace = Tensor::empty({threads, std::max<int64_t>(per_thread, 1)}, q.dtype());
+    const int64_t pairs = s.batch * s.heads, d = s.head_dim, tile = s.tq * s.tk;
+    // Per thread: P' = dropout(P) [tq, tk], only needed with dropout.
+    const int64_t per_thread = s.dropout > 0 ? std::max<int64_t>(tile, 1) : 1;
+    Tensor workspace = Tensor::empty({omp_get_max_threads(), per_thread}, q.dtype());
     const DropoutMask dropout(s);
     const T* Q = q.data<T>();
     const T* K = k.data<T>();
     const T* V = v.data<T>();
     T* O = out.data<T>();
-    T* L = lse.data<T>();
+    T* PR = probs.data<T>();
     T* RQ = rq.data<T>();
     T* RK = rk.data<T>();
-    T* PR = probs ? probs->data<T>() : nullptr;
     T* W = workspace.data<T>();
-#pragma omp parallel for schedule(static) if (pairs > 1 && pairs * per_thread * d >= kParallelGrain)
+#pragma omp parallel for schedule(static) if (pairs > 1 && pairs * tile * d >= kParallelGrain)
     for (int64_t pair = 0; pair < pairs; ++pair) {
       const int64_t b = pair / s.heads, h = pair % s.heads;
       const Head hd = head_of(s, b, h);
-      T* S = W + static_cast<int64_t>(omp_get_thread_num()) * std::max<int64_t>(per_thread, 1);
+      T* P = PR + pair * tile;  // this head's [tq, tk] block of probs
       T* rq_h = RQ + hd.stat_offset_q;
       T* rk_h = RK + hd.stat_offset_k;
-      T* lse_h = L + hd.stat_offset_q;
       T* out_h = O + hd.out_offset;
       if (s.qknorm) {  // (1)
         inverse_norms(Q + hd.q_offset, s.tq, d, hd.ld, s.eps, rq_h);
         inverse_norms(K + hd.kv_offset, s.tk, d, hd.ld, s.eps, rk_h);
       }
-      if (s.tk == 0) {  // no keys at all: every row is fully masked
-        for (int64_t i = 0; i < s.tq; ++i) {
-          lse_h[i] = -std::numeric_limits<T>::infinity();
-          for (int64_t c = 0; c < d; ++c) out_h[i * hd.ld + c] = T(0);
-        }
+      if (s.tk == 0) {  // no keys at all: every row is fully masked, the output is 0
+        for (int64_t i = 0; i < s.tq; ++i) std::fill(out_h + i * hd.ld, out_h + i * hd.ld + d, T(0));
         continue;
       }
-      // R = q kᵀ [tq, tk], then S = logits with the mask (2)–(3).
-      cpu::gemm(false, true, s.tq, s.tk, d, 1.0, Q + hd.q_offset, hd.ld, K + hd.kv_offset, hd.ld, 0.0, S, s.tk);
-      logits_in_place(s, hd, head_g<T>(s, g, h), rq_h, rk_h, S);
-      // P = softmax rows (4), kept in S; then P' = dropout(P) (5).
+      // R = q kᵀ [tq, tk], then the logits S with the mask (2)–(3), in P's memory.
+      cpu::gemm(false, true, s.tq, s.tk, d, 1.0, Q + hd.q_offset, hd.ld, K + hd.kv_offset, hd.ld, 0.0, P, s.tk);
+      logits_in_place(s, hd, head_g<T>(s, g, h), rq_h, rk_h, P);
+      // P = softmax of each row (4).
       for (int64_t i = 0; i < s.tq; ++i) {
-        T* row = S + i * s.tk;
+        T* row = P + i * s.tk;
         T m = -std::numeric_limits<T>::infinity();
         for (int64_t j = 0; j < s.tk; ++j) m = std::max(m, row[j]);
-        if (m == -std::numeric_limits<T>::infinity()) {  // fully masked: P = 0, out = 0
-          lse_h[i] = m;
+        if (m == -std::numeric_limits<T>::infinity()) {  // fully masked: P = 0, so out = 0
           std::fill(row, row + s.tk, T(0));
-        } else {
-          T sum = 0;
-          for (int64_t j = 0; j < s.tk; ++j) {
-            row[j] = std::exp(row[j] - m);
-            sum += row[j];
-          }
-          lse_h[i] = m + std::log(sum);
-          const T inv = T(1) / sum;
-          for (int64_t j = 0; j < s.tk; ++j) row[j] *= inv;
+          continue;
         }
-        if (PR) std::copy(row, row + s.tk, PR + (static_cast<int64_t>(pair) * s.tq + i) * s.tk);
-        if (s.dropout > 0) {
-          for (int64_t j = 0; j < s.tk; ++j) row[j] *= static_cast<T>(dropout.factor(b, h, i, j));
+        T sum = 0;
+        for (int64_t j = 0; j < s.tk; ++j) {
+          row[j] = std::exp(row[j] - m);
+          sum += row[j];
         }
+        const T inv = T(1) / sum;
+        for (int64_t j = 0; j < s.tk; ++j) row[j] *= inv;
       }
-      // out = P' v (6), written straight into the head's columns.
-      cpu::gemm(false, false, s.tq, d, s.tk, 1.0, S, s.tk, V + hd.kv_offset, hd.ld, 0.0, out_h, hd.ld);
+      // out = P' v (5)–(6), written straight into the head's columns.
+      const T* P_used = P;
+      if (s.dropout > 0) {
+        T* Pd = W + static_cast<int64_t>(omp_get_thread_num()) * per_thread;
+        for (int64_t i = 0; i < s.tq; ++i)
+          for (int64_t j = 0; j < s.tk; ++j) Pd[i * s.tk + j] = P[i * s.tk + j] * static_cast<T>(dropout.factor(b, h, i, j));
+        P_used = Pd;
+      }
+      cpu::gemm(false, false, s.tq, d, s.tk, 1.0, P_used, s.tk, V + hd.kv_offset, hd.ld, 0.0, out_h, hd.ld);
     }
   });
 }
 
 void CpuBackend::attention_backward(const AttentionSpec& s, const Tensor& q, const Tensor& k,
                                     const Tensor& v, const Tensor* g, const Tensor& out,
-                                    const Tensor& lse, const Tensor& rq, const Tensor& rk,
+                                    const Tensor& probs, const Tensor& rq, const Tensor& rk,
                                     const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv,
                                     Tensor* dg) {
   cpu::dispatch(q.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const int64_t pairs = s.batch * s.heads, d = s.head_dim;
-    // Per thread: P [tq, tk], dS [tq, tk], dq̂ [tq, d], dk̂ [tk, d].
-    const int64_t per_thread = std::max<int64_t>(2 * s.tq * s.tk + (s.tq + s.tk) * d, 1);
-    const int threads = omp_get_max_threads();
-    Tensor workspace = Tensor::empty({threads, per_thread}, q.dtype());
+    const int64_t pairs = s.batch * s.heads, d = s.head_dim, tile = s.tq * s.tk;
+    // Per thread: A [tq, tk] (scratch), dS [tq, tk], U [tq, d], V [tk, d].
+    const int64_t per_thread = std::max<int64_t>(2 * tile + (s.tq + s.tk) * d, 1);
+    Tensor workspace = Tensor::empty({omp_get_max_threads(), per_thread}, q.dtype());
     std::vector<double> dg_partial(static_cast<std::size_t>(pairs), 0.0);
     const DropoutMask dropout(s);
     const T* Q = q.data<T>();
     const T* K = k.data<T>();
-    const T* V = v.data<T>();
+    const T* Vs = v.data<T>();
     const T* O = out.data<T>();
-    const T* L = lse.data<T>();
+    const T* PR = probs.data<T>();
     const T* RQ = rq.data<T>();
     const T* RK = rk.data<T>();
     const T* dO = dout.data<T>();
@@ -196,97 +193,86 @@ void CpuBackend::attention_backward(const AttentionSpec& s, const Tensor& q, con
     // Cache rows beyond tk are not read by the forward: their gradient is 0.
     std::fill(dK, dK + dk.numel(), T(0));
     std::fill(dV, dV + dv.numel(), T(0));
-#pragma omp parallel for schedule(static) if (pairs > 1 && pairs * s.tq * s.tk * d >= kParallelGrain)
+#pragma omp parallel for schedule(static) if (pairs > 1 && pairs * tile * d >= kParallelGrain)
     for (int64_t pair = 0; pair < pairs; ++pair) {
       const int64_t b = pair / s.heads, h = pair % s.heads;
       const Head hd = head_of(s, b, h);
-      T* P = W + static_cast<int64_t>(omp_get_thread_num()) * per_thread;
-      T* dS = P + s.tq * s.tk;
-      T* dqh = dS + s.tq * s.tk;
-      T* dkh = dqh + s.tq * d;
+      T* A = W + static_cast<int64_t>(omp_get_thread_num()) * per_thread;
+      T* dS = A + tile;
+      T* U = dS + tile;
+      T* Vh = U + s.tq * d;
+      const T* P = PR + pair * tile;
       const T* rq_h = RQ + hd.stat_offset_q;
       const T* rk_h = RK + hd.stat_offset_k;
-      const T* lse_h = L + hd.stat_offset_q;
       const T* q_h = Q + hd.q_offset;
       const T* k_h = K + hd.kv_offset;
-      const T* v_h = V + hd.kv_offset;
+      const T* v_h = Vs + hd.kv_offset;
       const T* do_h = dO + hd.out_offset;
       const T* o_h = O + hd.out_offset;
       T* dq_h = dQ + hd.q_offset;
-      const T gh = head_g<T>(s, g, h);
+      T* dk_h = dK + hd.kv_offset;
       if (s.tk == 0) {
         for (int64_t i = 0; i < s.tq; ++i) std::fill(dq_h + i * hd.ld, dq_h + i * hd.ld + d, T(0));
         continue;
       }
-      // Recompute P from the saved log-sum-exp (4): P = exp(S − lse), 0 where masked.
-      cpu::gemm(false, true, s.tq, s.tk, d, 1.0, q_h, hd.ld, k_h, hd.ld, 0.0, P, s.tk);
-      logits_in_place(s, hd, gh, rq_h, rk_h, P);
-      for (int64_t i = 0; i < s.tq; ++i) {
-        for (int64_t j = 0; j < s.tk; ++j) {
-          T& x = P[i * s.tk + j];
-          x = lse_h[i] == -std::numeric_limits<T>::infinity() ? T(0) : std::exp(x - lse_h[i]);
-        }
-      }
-      // dv = P'ᵀ dO (7), with P' = z ⊙ P built in the dS buffer when there is dropout.
+      // dv = P'ᵀ dO (7), with P' = z ⊙ P built in A when there is dropout.
+      const T* P_used = P;
       if (s.dropout > 0) {
         for (int64_t i = 0; i < s.tq; ++i)
-          for (int64_t j = 0; j < s.tk; ++j)
-            dS[i * s.tk + j] = P[i * s.tk + j] * static_cast<T>(dropout.factor(b, h, i, j));
+          for (int64_t j = 0; j < s.tk; ++j) A[i * s.tk + j] = P[i * s.tk + j] * static_cast<T>(dropout.factor(b, h, i, j));
+        P_used = A;
       }
-      cpu::gemm(true, false, s.tk, d, s.tq, 1.0, s.dropout > 0 ? dS : P, s.tk, do_h, hd.ld, 0.0,
-                dV + hd.kv_offset, hd.ld);
-      // dP' = dO vᵀ (8), then dP = z ⊙ dP' (9), in the dS buffer.
+      cpu::gemm(true, false, s.tk, d, s.tq, 1.0, P_used, s.tk, do_h, hd.ld, 0.0, dV + hd.kv_offset, hd.ld);
+      // dP' = dO vᵀ (8), then dP = z ⊙ dP' (9).
       cpu::gemm(false, true, s.tq, s.tk, d, 1.0, do_h, hd.ld, v_h, hd.ld, 0.0, dS, s.tk);
       if (s.dropout > 0) {
         for (int64_t i = 0; i < s.tq; ++i)
           for (int64_t j = 0; j < s.tk; ++j) dS[i * s.tk + j] *= static_cast<T>(dropout.factor(b, h, i, j));
       }
-      // dS = P ⊙ (dP − D), D_i = dO_i · O_i (10)–(11).
+      // dS = P ⊙ (dP − D), with D_i = dO_i · O_i (10)–(11).
       for (int64_t i = 0; i < s.tq; ++i) {
         T D = 0;
         for (int64_t c = 0; c < d; ++c) D += do_h[i * hd.ld + c] * o_h[i * hd.ld + c];
-        for (int64_t j = 0; j < s.tk; ++j) dS[i * s.tk + j] = P[i * s.tk + j] * (dS[i * s.tk + j] - D);
+        T* row = dS + i * s.tk;
+        const T* p_row = P + i * s.tk;
+        for (int64_t j = 0; j < s.tk; ++j) row[j] = p_row[j] * (row[j] - D);
       }
       if (!s.qknorm) {  // (15): dq = scale dS k, dk = scale dSᵀ q, straight into the outputs
         cpu::gemm(false, false, s.tq, d, s.tk, s.scale, dS, s.tk, k_h, hd.ld, 0.0, dq_h, hd.ld);
-        cpu::gemm(true, false, s.tk, d, s.tq, s.scale, dS, s.tk, q_h, hd.ld, 0.0, dK + hd.kv_offset, hd.ld);
+        cpu::gemm(true, false, s.tk, d, s.tq, s.scale, dS, s.tk, q_h, hd.ld, 0.0, dk_h, hd.ld);
         continue;
       }
-      // dg partial (12): Σ dS_ij C_ij, with C_ij = (S_ij) / g recomputed as rq_i rk_j (q_i·k_j):
-      // P holds exp(S − lse), so take C from a fresh product (reuse P's buffer).
-      cpu::gemm(false, true, s.tq, s.tk, d, 1.0, q_h, hd.ld, k_h, hd.ld, 0.0, P, s.tk);
+      const T gh = head_g<T>(s, g, h);
+      // U_i = Σ_j dS_ij k̂_j (13, without g): scale dS's columns by rk, one GEMM.
+      for (int64_t i = 0; i < s.tq; ++i)
+        for (int64_t j = 0; j < s.tk; ++j) A[i * s.tk + j] = dS[i * s.tk + j] * rk_h[j];
+      cpu::gemm(false, false, s.tq, d, s.tk, 1.0, A, s.tk, k_h, hd.ld, 0.0, U, d);
+      // V_j = Σ_i dS_ij q̂_i (13, without g): scale dS's rows by rq, one GEMM.
+      for (int64_t i = 0; i < s.tq; ++i)
+        for (int64_t j = 0; j < s.tk; ++j) A[i * s.tk + j] = dS[i * s.tk + j] * rq_h[i];
+      cpu::gemm(true, false, s.tk, d, s.tq, 1.0, A, s.tk, q_h, hd.ld, 0.0, Vh, d);
+      // dg (12): Σ_ij dS_ij q̂_i·k̂_j = Σ_i q̂_i · U_i, no [tq, tk] pass needed.
       double dg_sum = 0;
       for (int64_t i = 0; i < s.tq; ++i)
-        for (int64_t j = 0; j < s.tk; ++j) {
-          const T c = rq_h[i] * rk_h[j] * P[i * s.tk + j];
-          dg_sum += static_cast<double>(dS[i * s.tk + j] * c);
-        }
+        for (int64_t c = 0; c < d; ++c) dg_sum += static_cast<double>(q_h[i * hd.ld + c] * rq_h[i] * U[i * d + c]);
       dg_partial[static_cast<std::size_t>(pair)] = dg_sum;
-      // dq̂_i = g Σ_j dS_ij rk_j k_j (13): scale dS's columns by g·rk into P, one GEMM.
-      for (int64_t i = 0; i < s.tq; ++i)
-        for (int64_t j = 0; j < s.tk; ++j) P[i * s.tk + j] = gh * dS[i * s.tk + j] * rk_h[j];
-      cpu::gemm(false, false, s.tq, d, s.tk, 1.0, P, s.tk, k_h, hd.ld, 0.0, dqh, d);
-      // dk̂_j = g Σ_i dS_ij rq_i q_i (13): scale dS's rows by g·rq, one GEMM.
-      for (int64_t i = 0; i < s.tq; ++i)
-        for (int64_t j = 0; j < s.tk; ++j) P[i * s.tk + j] = gh * dS[i * s.tk + j] * rq_h[i];
-      cpu::gemm(true, false, s.tk, d, s.tq, 1.0, P, s.tk, q_h, hd.ld, 0.0, dkh, d);
-      // Back through the normalisation (14): keep the part of dx̂ orthogonal to x̂.
-      auto through_norm = [&](const T* x, const T* r, const T* dxh, T* dx, int64_t rows) {
+      // Back through the normalisation (14), with x̂̄ = g·U (or g·V): keep the part orthogonal
+      // to x̂ (above eps), or all of it (below eps, where x̂ = x/eps is linear).
+      auto through_norm = [&](const T* x, const T* r, const T* xhat_grad, T* dx, int64_t rows) {
         for (int64_t i = 0; i < rows; ++i) {
           T sq = 0, dot = 0;
           for (int64_t c = 0; c < d; ++c) {
             sq += x[i * hd.ld + c] * x[i * hd.ld + c];
-            dot += x[i * hd.ld + c] * r[i] * dxh[i * d + c];  // x̂ · dx̂
+            dot += x[i * hd.ld + c] * r[i] * gh * xhat_grad[i * d + c];  // x̂ · x̂̄
           }
-          const bool on_sphere = std::sqrt(sq) > static_cast<T>(s.eps);
+          const T along = std::sqrt(sq) > static_cast<T>(s.eps) ? dot : T(0);
           for (int64_t c = 0; c < d; ++c) {
-            const T xhat = x[i * hd.ld + c] * r[i];
-            dx[i * hd.ld + c] = r[i] * (dxh[i * d + c] - (on_sphere ? xhat * dot : T(0)));
+            dx[i * hd.ld + c] = r[i] * (gh * xhat_grad[i * d + c] - x[i * hd.ld + c] * r[i] * along);
           }
         }
       };
-      through_norm(q_h, rq_h, dqh, dq_h, s.tq);
-      through_norm(k_h, rk_h, dkh, dK + hd.kv_offset, s.tk);
+      through_norm(q_h, rq_h, U, dq_h, s.tq);
+      through_norm(k_h, rk_h, Vh, dk_h, s.tk);
     }
     if (dg && s.qknorm) {  // (12), summed in (b, h) order
       T* out_g = dg->data<T>();

@@ -27,6 +27,7 @@ void* CpuBackend::allocate(std::size_t bytes) { return allocator_.allocate(bytes
 void CpuBackend::deallocate(void* ptr, std::size_t) { allocator_.deallocate(ptr); }
 AllocatorStats CpuBackend::allocator_stats() const { return allocator_.stats(); }
 void CpuBackend::release_cached_memory() { allocator_.release_cached(); }
+void CpuBackend::reset_peak_memory() { allocator_.reset_peak(); }
 
 void CpuBackend::copy_from_host(void* dst, const void* host_src, std::size_t bytes) {
   if (bytes) std::memcpy(dst, host_src, bytes);

@@ -18,6 +18,7 @@ class CpuBackend final : public Backend {
   void deallocate(void* ptr, std::size_t bytes) override;
   AllocatorStats allocator_stats() const override;
   void release_cached_memory() override;
+  void reset_peak_memory() override;
   void copy_from_host(void* dst, const void* host_src, std::size_t bytes) override;
   void copy_to_host(void* host_dst, const void* src, std::size_t bytes) override;
 
@@ -58,10 +59,10 @@ class CpuBackend final : public Backend {
 
   // cpu_attention.cpp
   void attention_forward(const AttentionSpec& spec, const Tensor& q, const Tensor& k,
-                         const Tensor& v, const Tensor* g, Tensor& out, Tensor& lse, Tensor& rq,
-                         Tensor& rk, Tensor* probs) override;
+                         const Tensor& v, const Tensor* g, Tensor& out, Tensor& probs, Tensor& rq,
+                         Tensor& rk) override;
   void attention_backward(const AttentionSpec& spec, const Tensor& q, const Tensor& k,
-                          const Tensor& v, const Tensor* g, const Tensor& out, const Tensor& lse,
+                          const Tensor& v, const Tensor* g, const Tensor& out, const Tensor& probs,
                           const Tensor& rq, const Tensor& rk, const Tensor& dout, Tensor& dq,
                           Tensor& dk, Tensor& dv, Tensor* dg) override;
 

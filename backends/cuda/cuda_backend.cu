@@ -134,6 +134,10 @@ class CudaCachingAllocator {
     std::lock_guard<std::mutex> lock(mutex_);
     release_locked();
   }
+  void reset_peak() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.peak_bytes_in_use = stats_.bytes_in_use;
+  }
 
  private:
   void release_locked() {
@@ -155,6 +159,7 @@ class CudaBackend final : public Backend {
   void deallocate(void* ptr, std::size_t) override { allocator_.deallocate(ptr); }
   AllocatorStats allocator_stats() const override { return allocator_.stats(); }
   void release_cached_memory() override { allocator_.release(); }
+  void reset_peak_memory() override { allocator_.reset_peak(); }
   void copy_from_host(void* dst, const void* src, std::size_t bytes) override {
     if (bytes) QKGRAD_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
   }

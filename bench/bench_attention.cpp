@@ -1,0 +1,107 @@
+// qkgrad-bench-attention: the fused attention op against the same math composed from primitive
+// ops (attention_reference), in one run, interleaved (fused, composed, fused, ...).
+//
+// For each (B, H, T, d) and causal or not it prints the median milliseconds of a forward pass
+// (no grad) and of forward + backward, and the peak memory allocated above the inputs during
+// forward + backward (from the caching allocator's statistics), for both, with the ratio.
+//   qkgrad-bench-attention [--reps N] [--threads N] [--mode qknorm|scaled_dot]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "core/autograd.h"
+#include "ops/ops.h"
+
+using namespace qkgrad;
+
+namespace {
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int reps = 9, threads = 0;
+  AttentionMode mode = AttentionMode::qknorm;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string arg = argv[i], value = argv[i + 1];
+    if (arg == "--reps") reps = std::max(1, std::atoi(value.c_str()));
+    else if (arg == "--threads") threads = std::atoi(value.c_str());
+    else if (arg == "--mode" && (value == "qknorm" || value == "scaled_dot"))
+      mode = value == "qknorm" ? AttentionMode::qknorm : AttentionMode::scaled_dot;
+    else {
+      std::fprintf(stderr, "usage: qkgrad-bench-attention [--reps N] [--threads N] [--mode qknorm|scaled_dot]\n");
+      return 2;
+    }
+  }
+  if (argc % 2 == 0) {
+    std::fprintf(stderr, "usage: qkgrad-bench-attention [--reps N] [--threads N] [--mode qknorm|scaled_dot]\n");
+    return 2;
+  }
+  if (threads > 0) set_num_threads(threads);
+  Backend& cpu = backend(Device::cpu);
+  std::printf("%s attention, float32, %d threads, median of %d; memory = peak allocated above the inputs\n",
+              mode == AttentionMode::qknorm ? "QKNorm" : "scaled dot-product", num_threads(), reps);
+  std::printf("%-22s %-6s | %9s %9s %6s | %9s %9s %6s | %9s %9s %6s\n", "B, H, T, d", "causal", "fwd fused",
+              "composed", "ratio", "f+b fused", "composed", "ratio", "MB fused", "composed", "ratio");
+  struct Shape4 { int64_t b, h, t, d; };
+  for (const Shape4 s : {Shape4{32, 4, 40, 64}, Shape4{16, 8, 64, 64}, Shape4{8, 8, 256, 64}}) {
+    for (bool causal : {false, true}) {
+      Generator gen(1);
+      Tensor q = Tensor::randn({s.b, s.t, s.h * s.d}, gen).requires_grad_();
+      Tensor k = Tensor::randn({s.b, s.t, s.h * s.d}, gen).requires_grad_();
+      Tensor v = Tensor::randn({s.b, s.t, s.h * s.d}, gen).requires_grad_();
+      Tensor g = Tensor::full({}, qknorm_initial_g(static_cast<double>(s.t)));
+      g.requires_grad_();
+      const Tensor seed = Tensor::ones({s.b, s.t, s.h * s.d});
+      AttentionOptions o;
+      o.heads = s.h;
+      o.mode = mode;
+      o.causal = causal;
+      std::vector<double> fwd[2], train[2], memory[2];
+      for (int r = 0; r < reps + 1; ++r) {  // round 0 warms the caches and is dropped
+        for (int composed = 0; composed < 2; ++composed) {
+          auto run = [&] { return composed ? attention_reference(q, k, v, g, o).out : attention(q, k, v, g, o).out; };
+          double t0 = now_ms();
+          {
+            NoGradGuard no_grad;
+            const Tensor out = run();
+          }
+          const double f = now_ms() - t0;
+          for (Tensor* x : {&q, &k, &v, &g}) x->clear_grad();
+          cpu.reset_peak_memory();
+          const std::size_t before = cpu.allocator_stats().bytes_in_use;
+          t0 = now_ms();
+          run().backward(seed);
+          const double fb = now_ms() - t0;
+          const double mb = static_cast<double>(cpu.allocator_stats().peak_bytes_in_use - before) / (1 << 20);
+          if (r > 0) {
+            fwd[composed].push_back(f);
+            train[composed].push_back(fb);
+            memory[composed].push_back(mb);
+          }
+        }
+      }
+      char label[64];
+      std::snprintf(label, sizeof label, "%ld, %ld, %ld, %ld", static_cast<long>(s.b), static_cast<long>(s.h),
+                    static_cast<long>(s.t), static_cast<long>(s.d));
+      const double f0 = median(fwd[0]), f1 = median(fwd[1]), t0 = median(train[0]), t1 = median(train[1]);
+      const double m0 = median(memory[0]), m1 = median(memory[1]);
+      std::printf("%-22s %-6s | %9.3f %9.3f %6.2f | %9.3f %9.3f %6.2f | %9.2f %9.2f %6.2f\n", label,
+                  causal ? "yes" : "no", f0, f1, f1 / f0, t0, t1, t1 / t0, m0, m1, m1 / m0);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
