@@ -213,6 +213,13 @@ class Backend {
   // velocity = momentum * velocity + g; param -= lr * velocity  (velocity unused if momentum 0).
   virtual void sgd_update(Tensor& param, const Tensor& grad, Tensor& velocity, double lr,
                           double momentum, double weight_decay);
+  // Adam, fused. With g = grad (+ weight_decay · param unless decoupled):
+  //   m = β₁ m + (1 − β₁) g;  v = β₂ v + (1 − β₂) g²
+  //   param -= lr · (m / bias1) / (√(v / bias2) + eps)   (− lr · weight_decay · param if decoupled)
+  // bias1 = 1 − β₁ᵗ and bias2 = 1 − β₂ᵗ are computed by the caller for step t.
+  virtual void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, double lr,
+                           double beta1, double beta2, double eps, double weight_decay,
+                           bool decoupled, double bias1, double bias2);
 
  protected:
   [[noreturn]] void not_implemented(const char* kernel) const;
@@ -220,6 +227,11 @@ class Backend {
 
 // The backend of a device. Throws a clear Error for cuda when qkgrad was built without it.
 Backend& backend(Device device);
+
+// Flush subnormal floats to zero on the CPU (on by default; see cpu_backend.cpp). Applies to
+// the calling thread and to threads it creates afterwards.
+void set_flush_denormals(bool on);
+bool flush_denormals();
 
 // CPU threads used by OpenMP loops and OpenBLAS (default: all cores / OMP_NUM_THREADS).
 void set_num_threads(int threads);

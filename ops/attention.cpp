@@ -8,6 +8,7 @@
 #include "backends/backend.h"
 #include "core/autograd.h"
 #include "core/error.h"
+#include "ops/ops.h"
 #include "ops/validate.h"
 
 namespace qkgrad {
@@ -30,8 +31,11 @@ AttentionSpec plan_attention(const Tensor& q, const Tensor& k, const Tensor& v, 
   QKGRAD_CHECK(o.dropout == 0 || o.generator != nullptr, op,
                ": dropout > 0 needs a generator (AttentionOptions::generator) for its mask");
   QKGRAD_CHECK(o.eps > 0, op, ": eps must be > 0, got ", o.eps);
-  QKGRAD_CHECK(o.kv_length <= k.size(1), op, ": kv_length ", o.kv_length, " exceeds the ",
-               k.size(1), " time steps of k");
+  QKGRAD_CHECK(o.kv_length >= -1 && o.kv_length <= k.size(1), op, ": kv_length ", o.kv_length,
+               " must be -1 (all) or in [0, ", k.size(1), "] (the time steps of k)");
+  const int64_t blas_limit = int64_t{1} << 31;
+  QKGRAD_CHECK(q.size(1) < blas_limit && k.size(1) < blas_limit && q.size(2) < blas_limit, op,
+               ": sizes beyond what BLAS can index (2^31): q ", q.shape(), ", k ", k.shape());
   AttentionSpec s;
   s.batch = q.size(0);
   s.heads = o.heads;
@@ -142,6 +146,12 @@ void KVCache::append(const Tensor& k_step, const Tensor& v_step) {
   keys_.impl()->storage->bump_version();
   values_.impl()->storage->bump_version();
   length_ += t;
+}
+
+void KVCache::select_rows(const Tensor& rows) {
+  NoGradGuard no_grad;
+  keys_ = index_select(keys_, 0, rows);
+  values_ = index_select(values_, 0, rows);
 }
 
 AttentionOutput attention_step(const Tensor& q, const KVCache& cache, const Tensor& g, AttentionOptions o) {

@@ -60,6 +60,9 @@ class KVCache {
   // Appends k_step, v_step ([B, t, width]) after the cached steps. No gradient flows into the
   // cache (use it under NoGradGuard, at inference).
   void append(const Tensor& k_step, const Tensor& v_step);
+  // Keeps batch entries rows[0], rows[1], ... (i64, may repeat): beam search reorders its
+  // hypotheses this way. The batch size becomes rows.numel().
+  void select_rows(const Tensor& rows);
   int64_t length() const { return length_; }
   int64_t capacity() const { return keys_.size(1); }
   const Tensor& keys() const { return keys_; }      // [B, capacity, width]; first length() used

@@ -22,7 +22,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                " does not end in the weight's in-features: weight is ", weight.shape(),
                " ([out, in]), so the input must be [..., ", weight.size(1), "]");
   const int64_t in = weight.size(1), out = weight.size(0);
-  const int64_t rows = in == 0 ? x.numel() : x.numel() / in;  // N
+  int64_t rows = 1;  // N: the product of the leading dims (not numel / in, which fails for in = 0)
+  for (int i = 0; i + 1 < x.rank(); ++i) rows *= x.size(i);
   if (bias.defined()) {
     check_same_dtype_device("linear", x, bias);
     QKGRAD_CHECK(bias.shape() == Shape{out}, "linear: bias must be [", out, "] to match weight ",

@@ -12,8 +12,9 @@ namespace qkgrad {
 namespace {
 
 // Targets must have the logits' shape without the class dim; returns the non-ignored count.
-int64_t check_targets(const char* op, const Tensor& scores, const Tensor& targets, int64_t ignore_index) {
-  check_floating(op, scores, "logits");
+int64_t check_targets(const char* op, const char* scores_name, const Tensor& scores, const Tensor& targets,
+                      int64_t ignore_index) {
+  check_floating(op, scores, scores_name);
   check_index_tensor(op, targets, "targets");
   QKGRAD_CHECK(scores.rank() >= 1, op, ": scores need a class dim, got shape ", scores.shape());
   const Shape expected(std::vector<int64_t>(scores.shape().begin(), scores.shape().end() - 1));
@@ -40,7 +41,7 @@ int64_t check_targets(const char* op, const Tensor& scores, const Tensor& target
 //   z̄ = ȳ · (p − q)          (0 for ignored rows)
 LossSum cross_entropy(const Tensor& logits, const Tensor& targets, double smoothing, int64_t ignore_index) {
   QKGRAD_CHECK(smoothing >= 0 && smoothing <= 1, "cross_entropy: smoothing must be in [0, 1], got ", smoothing);
-  const int64_t tokens = check_targets("cross_entropy", logits, targets, ignore_index);
+  const int64_t tokens = check_targets("cross_entropy", "logits", logits, targets, ignore_index);
   QKGRAD_CHECK(logits.size(-1) > 0, "cross_entropy: logits ", logits.shape(), " have no classes");
   Backend& be = backend(logits.device());
   Tensor row_loss = Tensor::empty(targets.shape(), logits.dtype(), logits.device());
@@ -61,10 +62,10 @@ LossSum cross_entropy(const Tensor& logits, const Tensor& targets, double smooth
   return {total, tokens};
 }
 
-// loss = −Σ over non-ignored rows of log_probs[row, t]   (composed: gather, mask, sum)
+// loss = −Σ over non-ignored rows of log_probs[row, t]   (composed: gather, where, sum)
 //   log_probs̄[row, t] = −ȳ, 0 elsewhere
 LossSum nll(const Tensor& log_probs, const Tensor& targets, int64_t ignore_index) {
-  const int64_t tokens = check_targets("nll", log_probs, targets, ignore_index);
+  const int64_t tokens = check_targets("nll", "log-probabilities", log_probs, targets, ignore_index);
   std::vector<int64_t> ids = targets.to_ids(), safe(ids.size());
   std::vector<double> keep(ids.size());
   for (std::size_t i = 0; i < ids.size(); ++i) {
@@ -76,7 +77,9 @@ LossSum nll(const Tensor& log_probs, const Tensor& targets, int64_t ignore_index
   const Shape column(dims);
   const Tensor picked = gather(log_probs, -1, Tensor::from_ids(safe, column, log_probs.device()));
   const Tensor mask = Tensor::from_vector(keep, column, log_probs.dtype(), log_probs.device());
-  return {neg(sum(picked * mask)), tokens};
+  // `where`, not `picked * mask`: an ignored row may have −∞ at index 0, and −∞ · 0 = NaN.
+  const Tensor zero = Tensor::scalar(0.0, log_probs.dtype(), log_probs.device());
+  return {neg(sum(where(mask, picked, zero))), tokens};
 }
 
 }  // namespace qkgrad

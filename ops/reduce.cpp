@@ -2,6 +2,8 @@
 //
 // Backward of a sum is a broadcast: every input element contributed once to its sum, so it
 // receives that sum's gradient unchanged. A mean divides by the count n on the way back too.
+#include <cmath>
+#include <optional>
 #include <vector>
 
 #include "backends/backend.h"
@@ -113,18 +115,16 @@ AxisView axis_view(const Shape& s, int axis) {
   return v;
 }
 
-// y = reduce(x) over `axis` (or all when axis == kAll), recorded with `backward_fn`, which
-// receives (ctx, x, y and ȳ reshaped to the kept shape, the view).
-constexpr int kAll = -1000;
-
+// y = reduce(x) over `axis` (or everything when axis is empty), recorded with `backward_fn`,
+// which receives x, y and ȳ reshaped to the kept shape, and the view.
 template <typename BackwardFn>
-Tensor reduce_op(const char* op, ReduceOp kind, const Tensor& x, int axis, bool keepdim,
+Tensor reduce_op(const char* op, ReduceOp kind, const Tensor& x, std::optional<int> axis, bool keepdim,
                  bool empty_ok, BackwardFn backward_fn) {
   check_floating(op, x);
-  const int a = axis == kAll ? -1 : normalize_axis(op, axis, x.rank());
+  const int a = axis ? normalize_axis(op, *axis, x.rank()) : -1;
   const AxisView v = axis_view(x.shape(), a);
   QKGRAD_CHECK(empty_ok || v.n > 0, op, ": cannot reduce over ", a < 0 ? "all elements" : "axis",
-               a < 0 ? "" : cat(" ", axis), " of a tensor with shape ", x.shape(), " (nothing to reduce)");
+               a < 0 ? "" : cat(" ", *axis), " of a tensor with shape ", x.shape(), " (nothing to reduce)");
   const Shape out_shape = a < 0 ? Shape{} : reduced_shape(x.shape(), a, keepdim);
   Tensor y = Tensor::empty(out_shape, x.dtype(), x.device());
   backend(x.device()).reduce_axis(kind, x, v.outer, v.n, v.inner, y);
@@ -147,8 +147,10 @@ Tensor max_backward(const Tensor& x, const Tensor&, const Tensor& dy, const Axis
 }
 
 // y = log Σ eˣ         x̄ = ȳ ⊙ e^(x − y)   (the softmax of x along the axis, times ȳ)
+// A slice of all −∞ has y = −∞ and e^(−∞ − (−∞)) = NaN; clamping y to the lowest finite value
+// gives e^(−∞) = 0 there instead (as softmax defines it) and changes nothing elsewhere (y >= x).
 Tensor logsumexp_backward(const Tensor& x, const Tensor& y, const Tensor& dy, const AxisView&) {
-  return exp(x - y) * dy;
+  return exp(x - clamp(y, -3.0e38, INFINITY)) * dy;
 }
 
 // y = ‖x‖ = √(Σ x²)    x̄ = ȳ ⊙ x / y       (0 where y = 0: the subgradient at the origin)
@@ -159,17 +161,17 @@ Tensor norm_backward(const Tensor& x, const Tensor& y, const Tensor& dy, const A
 
 }  // namespace
 
-Tensor max(const Tensor& x) { return reduce_op("max", ReduceOp::max, x, kAll, false, false, max_backward); }
+Tensor max(const Tensor& x) { return reduce_op("max", ReduceOp::max, x, std::nullopt, false, false, max_backward); }
 Tensor max(const Tensor& x, int axis, bool keepdim) {
   return reduce_op("max", ReduceOp::max, x, axis, keepdim, false, max_backward);
 }
 Tensor logsumexp(const Tensor& x) {
-  return reduce_op("logsumexp", ReduceOp::logsumexp, x, kAll, false, false, logsumexp_backward);
+  return reduce_op("logsumexp", ReduceOp::logsumexp, x, std::nullopt, false, false, logsumexp_backward);
 }
 Tensor logsumexp(const Tensor& x, int axis, bool keepdim) {
   return reduce_op("logsumexp", ReduceOp::logsumexp, x, axis, keepdim, false, logsumexp_backward);
 }
-Tensor norm(const Tensor& x) { return reduce_op("norm", ReduceOp::norm, x, kAll, false, true, norm_backward); }
+Tensor norm(const Tensor& x) { return reduce_op("norm", ReduceOp::norm, x, std::nullopt, false, true, norm_backward); }
 Tensor norm(const Tensor& x, int axis, bool keepdim) {
   return reduce_op("norm", ReduceOp::norm, x, axis, keepdim, true, norm_backward);
 }

@@ -289,6 +289,9 @@ TEST_CASE("attention errors name the shapes and the rule", "[attention][errors]"
   o.key_lengths = {4, 5};
   CHECK_THROWS_WITH(attention(q, k, k, g, o), Contains("key length 5 of batch entry 1 is outside [0, 4]"));
   o.key_lengths = {};
+  o.kv_length = -5;
+  CHECK_THROWS_WITH(attention(q, k, k, g, o), Contains("kv_length -5 must be -1 (all) or in [0, 4]"));
+  o.kv_length = -1;
   o.dropout = 0.1;
   CHECK_THROWS_WITH(attention(q, k, k, g, o), Contains("dropout > 0 needs a generator"));
   KVCache cache(2, 2, 8);

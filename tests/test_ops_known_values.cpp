@@ -194,3 +194,42 @@ TEST_CASE("bad indices, axes, shapes and dtypes name the op and the rule", "[kno
   CHECK_THROWS_WITH(max(Tensor::zeros({0})), Contains("max: cannot reduce over all elements"));
   CHECK_THROWS_WITH(Tensor::from_ids({1}, {1}).requires_grad_(), Contains("only f32/f64 tensors can require grad"));
 }
+
+TEST_CASE("masked classes (-inf logits) do not turn losses into NaN", "[known]") {
+  const Tensor logits = vec({-INFINITY, 0, 1, 2}, {2, 2});
+  const LossSum ce = cross_entropy(logits, Tensor::from_ids({1, 1}, {2}));
+  CHECK(std::isfinite(ce.sum.item()));
+  CHECK(ce.sum.item() == Approx(0 + std::log(1 + std::exp(-1.0))));
+  Tensor lp = vec({-INFINITY, -1, -0.3, -1.2}, {2, 2}).requires_grad_();
+  const LossSum n = nll(lp, Tensor::from_ids({-1, 0}, {2}), -1);
+  CHECK(n.sum.item() == Approx(0.3));
+  n.sum.backward();
+  CHECK(lp.grad().to_vector() == std::vector<double>{0, 0, -1, 0});
+}
+
+TEST_CASE("logsumexp of an all -inf slice is -inf with a zero (not NaN) gradient", "[known]") {
+  Tensor x = vec({-INFINITY, -INFINITY, 1, 2}, {2, 2}).requires_grad_();
+  const Tensor y = logsumexp(x, 1);
+  CHECK(y.at({0}) == -INFINITY);
+  sum(y * vec({1, 1}, {2})).backward();
+  const auto g = x.grad().to_vector();
+  CHECK(g[0] == 0);
+  CHECK(g[1] == 0);
+  CHECK(g[2] + g[3] == Approx(1));
+}
+
+TEST_CASE("linear with zero input features gives the bias (and its gradient counts every row)", "[known]") {
+  Tensor b = vec({1, 2, 3}, {3}).requires_grad_();
+  const Tensor y = linear(Tensor::zeros({2, 0}, DType::f64), Tensor::zeros({3, 0}, DType::f64), b);
+  CHECK(y.to_vector() == std::vector<double>{1, 2, 3, 1, 2, 3});
+  sum(y).backward();
+  CHECK(b.grad().to_vector() == std::vector<double>{2, 2, 2});
+  CHECK(linear(Tensor::zeros({2, 0}), Tensor::zeros({3, 0})).to_vector() == std::vector<double>(6, 0.0));
+}
+
+TEST_CASE("reduction axes are checked for every value, and word dropout with p = 1 drops everything", "[known][errors]") {
+  CHECK_THROWS_WITH(max(Tensor::zeros({2, 3}), -1000), Contains("max: axis -1000 is out of range"));
+  Generator gen(1);
+  const auto all = word_dropout(Tensor::from_ids({5, 6, 7, 8}, {4}), 1.0, 3, gen).to_ids();
+  CHECK(all == std::vector<int64_t>{3, 3, 3, 3});
+}

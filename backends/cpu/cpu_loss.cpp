@@ -30,8 +30,17 @@ void CpuBackend::cross_entropy(const Tensor& logits, const Tensor& targets, doub
         total += zr[j];
       }
       l[r] = m + std::log(s);
-      // −Σ_c q_c (z_c − lse) = lse − (1 − ε) z_t − (ε/V) Σ_c z_c, since Σ q = 1.
-      loss[r] = t[r] == ignore_index ? T(0) : l[r] - on * zr[t[r]] - off * total;
+      // −Σ_c q_c (z_c − lse) = lse − (1 − ε) z_t − (ε/V) Σ_c z_c, since Σ q = 1. A term with
+      // weight 0 is left out rather than multiplied: a logit of −∞ (a masked class) would make
+      // 0 · (−∞) = NaN.
+      if (t[r] == ignore_index) {
+        loss[r] = T(0);
+        continue;
+      }
+      T value = l[r];
+      if (on != T(0)) value -= on * zr[t[r]];
+      if (off != T(0)) value -= off * total;
+      loss[r] = value;
     }
   });
 }

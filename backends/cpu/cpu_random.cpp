@@ -101,7 +101,9 @@ void CpuBackend::word_dropout(const Tensor& ids, double p, int64_t replacement, 
   const int64_t* in = ids.data<int64_t>();
   int64_t* o = out.data<int64_t>();
   const uint32_t threshold = drop_threshold(p);
-  for (int64_t i = 0; i < ids.numel(); ++i) o[i] = stream_word(rs, i) >= threshold ? in[i] : replacement;
+  for (int64_t i = 0; i < ids.numel(); ++i) {
+    o[i] = p < 1 && stream_word(rs, i) >= threshold ? in[i] : replacement;  // p = 1 drops every id
+  }
 }
 
 }  // namespace qkgrad

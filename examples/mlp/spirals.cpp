@@ -5,7 +5,7 @@
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/tensor.h"
-#include "nn/sgd.h"
+#include "nn/optim.h"
 #include "ops/ops.h"
 
 namespace qkgrad::examples {

@@ -1,0 +1,39 @@
+#include "nn/decode.h"
+
+#include "core/autograd.h"
+#include "core/error.h"
+
+namespace qkgrad {
+
+std::vector<std::vector<int64_t>> greedy_decode(Seq2SeqTransformer& model, const Tensor& src,
+                                                const std::vector<int64_t>& src_lengths, int64_t max_len) {
+  QKGRAD_CHECK(max_len >= 1, "greedy_decode: max_len must be >= 1, got ", max_len);
+  NoGradGuard no_grad;
+  const TransformerConfig& c = model.config();
+  const int64_t batch = src.size(0);
+  auto state = model.start_decoding(model.encode(src, src_lengths), src_lengths, max_len);
+  std::vector<std::vector<int64_t>> out(static_cast<std::size_t>(batch));
+  std::vector<bool> done(static_cast<std::size_t>(batch), false);
+  std::vector<int64_t> previous(static_cast<std::size_t>(batch), c.bos_id);
+  for (int64_t step = 0; step < max_len; ++step) {
+    const std::vector<double> logits = model.decode_step(state, Tensor::from_ids(previous, {batch})).to_vector();
+    bool all_done = true;
+    for (int64_t b = 0; b < batch; ++b) {
+      const double* row = logits.data() + b * c.vocab;
+      int64_t best = 0;
+      for (int64_t v = 1; v < c.vocab; ++v) best = row[v] > row[best] ? v : best;
+      previous[static_cast<std::size_t>(b)] = best;
+      if (done[static_cast<std::size_t>(b)]) continue;
+      if (best == c.eos_id) {
+        done[static_cast<std::size_t>(b)] = true;
+      } else {
+        out[static_cast<std::size_t>(b)].push_back(best);
+      }
+      all_done = all_done && done[static_cast<std::size_t>(b)];
+    }
+    if (all_done) break;
+  }
+  return out;
+}
+
+}  // namespace qkgrad

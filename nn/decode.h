@@ -1,0 +1,16 @@
+// Greedy decoding with the encode-once / decode-step interface (beam search comes with the
+// translation program).
+#pragma once
+
+#include <vector>
+
+#include "nn/transformer.h"
+
+namespace qkgrad {
+
+// For each row of src [B, S]: the most likely token at every step, starting from bos, until eos
+// (not included) or max_len tokens. Runs under NoGradGuard; put the model in eval mode first.
+std::vector<std::vector<int64_t>> greedy_decode(Seq2SeqTransformer& model, const Tensor& src,
+                                                const std::vector<int64_t>& src_lengths, int64_t max_len);
+
+}  // namespace qkgrad

@@ -1,0 +1,70 @@
+#include "nn/multihead_attention.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "ops/ops.h"
+
+namespace qkgrad {
+
+namespace {
+double projection_std(int64_t dim) { return std::sqrt(2.0 / (5.0 * static_cast<double>(dim))); }
+}  // namespace
+
+MultiHeadAttention::MultiHeadAttention(const AttentionConfig& c, const InitContext& init)
+    : config(c),
+      q_proj(c.dim, c.dim, true, projection_std(c.dim), init),
+      k_proj(c.dim, c.dim, true, projection_std(c.dim), init),
+      v_proj(c.dim, c.dim, true, projection_std(c.dim), init),
+      out_proj(c.dim, c.dim, true, projection_std(c.dim), init) {
+  QKGRAD_CHECK(c.heads >= 1 && c.dim % c.heads == 0, "MultiHeadAttention: dim ", c.dim,
+               " is not divisible into ", c.heads, " heads");
+  register_module("q_proj", q_proj);
+  register_module("k_proj", k_proj);
+  register_module("v_proj", v_proj);
+  register_module("out_proj", out_proj);
+  if (c.mode == AttentionMode::qknorm) {
+    const double g0 = qknorm_initial_g(c.qknorm_length);
+    g = c.per_head_g ? init.full({c.heads}, g0) : init.full({}, g0);
+    register_parameter("g", g);
+  }
+}
+
+AttentionOptions MultiHeadAttention::options(const std::vector<int64_t>& key_lengths, bool causal,
+                                             Generator& gen) const {
+  AttentionOptions o;
+  o.heads = config.heads;
+  o.mode = config.mode;
+  o.key_lengths = key_lengths;
+  o.causal = causal;
+  o.dropout = training() ? config.dropout : 0.0;
+  o.generator = &gen;
+  return o;
+}
+
+Tensor MultiHeadAttention::forward(const Tensor& x_q, const Tensor& x_kv,
+                                   const std::vector<int64_t>& key_lengths, bool causal,
+                                   Generator& gen) const {
+  const Tensor q = q_proj.forward(x_q);   // [B, Tq, D]
+  const Tensor k = k_proj.forward(x_kv);  // [B, Tk, D]
+  const Tensor v = v_proj.forward(x_kv);  // [B, Tk, D]
+  return out_proj.forward(attention(q, k, v, g, options(key_lengths, causal, gen)).out);
+}
+
+Tensor MultiHeadAttention::forward_step(const Tensor& x_step, KVCache& cache, Generator& gen) const {
+  cache.append(k_proj.forward(x_step), v_proj.forward(x_step));
+  const Tensor q = q_proj.forward(x_step);  // [B, t, D]
+  return out_proj.forward(attention_step(q, cache, g, options({}, true, gen)).out);
+}
+
+MultiHeadAttention::Memory MultiHeadAttention::project_memory(const Tensor& memory,
+                                                              const std::vector<int64_t>& key_lengths) const {
+  return {k_proj.forward(memory), v_proj.forward(memory), key_lengths};
+}
+
+Tensor MultiHeadAttention::forward_memory(const Tensor& x_q, const Memory& m, Generator& gen) const {
+  const Tensor q = q_proj.forward(x_q);
+  return out_proj.forward(attention(q, m.k, m.v, g, options(m.key_lengths, false, gen)).out);
+}
+
+}  // namespace qkgrad

@@ -1,0 +1,54 @@
+// Multi-head attention: four projections around the fused attention op (ops/attention.h).
+//
+//   q = x_q W_qᵀ + b_q,  k = x_kv W_kᵀ + b_k,  v = x_kv W_vᵀ + b_v      [B, T, D]
+//   o = attention(q, k, v, g)  (QKNorm or scaled dot-product, heads split inside the kernel)
+//   y = o W_oᵀ + b_o
+// Projections are N(0, 2/(5D)) with zero biases (the paper's initialisation). For QKNorm the
+// module owns the learnable gain g, initialised to log2(L² − L) from the length statistic L.
+#pragma once
+
+#include <vector>
+
+#include "nn/layers.h"
+#include "ops/attention.h"
+
+namespace qkgrad {
+
+struct AttentionConfig {
+  int64_t dim = 512;
+  int64_t heads = 8;
+  AttentionMode mode = AttentionMode::qknorm;
+  double qknorm_length = 72;  // L: g₀ = log2(L² − L)
+  bool per_head_g = false;    // one g per head instead of one per module (not in the paper)
+  double dropout = 0.0;       // on the attention probabilities
+};
+
+class MultiHeadAttention : public Module {
+ public:
+  MultiHeadAttention(const AttentionConfig& config, const InitContext& init);
+
+  // x_q [B, Tq, D] attends to x_kv [B, Tk, D]; keys at positions >= key_lengths[b] are padding.
+  Tensor forward(const Tensor& x_q, const Tensor& x_kv, const std::vector<int64_t>& key_lengths,
+                 bool causal, Generator& gen) const;
+
+  // Incremental self-attention: appends the keys/values of x_step [B, t, D] to `cache` and
+  // attends causally over everything cached so far.
+  Tensor forward_step(const Tensor& x_step, KVCache& cache, Generator& gen) const;
+
+  // Cross-attention against keys/values computed once (project_memory) from the encoder output.
+  struct Memory {
+    Tensor k, v;                       // [B, S, D]
+    std::vector<int64_t> key_lengths;  // source lengths
+  };
+  Memory project_memory(const Tensor& memory, const std::vector<int64_t>& key_lengths) const;
+  Tensor forward_memory(const Tensor& x_q, const Memory& memory, Generator& gen) const;
+
+  // The options of the attention op for this module (dropout only in training mode).
+  AttentionOptions options(const std::vector<int64_t>& key_lengths, bool causal, Generator& gen) const;
+
+  AttentionConfig config;
+  Linear q_proj, k_proj, v_proj, out_proj;
+  Tensor g;  // [] (or [H] with per_head_g); QKNorm only
+};
+
+}  // namespace qkgrad
