@@ -79,3 +79,108 @@ TEST_CASE("a small Transformer learns to reverse sequences (>= 99% greedy token 
     CHECK(accuracy >= 0.99);
   }
 }
+
+namespace {
+
+TransformerConfig tiny_config(AttentionMode mode, NormType norm) {
+  TransformerConfig c;
+  c.vocab = 10;
+  c.d_model = 8;
+  c.heads = 2;
+  c.ffn = 12;
+  c.encoder_layers = 1;
+  c.decoder_layers = 1;
+  c.attention = mode;
+  c.norm = norm;
+  c.qknorm_length = 5;
+  c.dropout = c.attention_dropout = c.ffn_dropout = c.word_dropout = 0.0;
+  c.dtype = DType::f64;
+  c.seed = 5;
+  return c;
+}
+
+struct TinyBatch {
+  Tensor src = Tensor::from_ids({4, 5, 6, 2, 7, 8, 2, 0}, {2, 4});
+  std::vector<int64_t> src_lengths = {4, 3};
+  Tensor tgt_in = Tensor::from_ids({1, 6, 5, 1, 9, 0}, {2, 3});
+  Tensor tgt_out = Tensor::from_ids({6, 5, 2, 9, 2, 0}, {2, 3});
+  std::vector<int64_t> tgt_lengths = {3, 2};
+};
+
+}  // namespace
+
+TEST_CASE("gradcheck of a whole tiny Transformer loss with respect to every parameter, both modes", "[transformer]") {
+  for (AttentionMode mode : {AttentionMode::qknorm, AttentionMode::scaled_dot}) {
+    for (NormType norm : {NormType::layer_norm, NormType::scale_norm}) {
+      Seq2SeqTransformer model(tiny_config(mode, norm));
+      const TinyBatch b;
+      const std::vector<Tensor> params = model.parameters();
+      const GradcheckResult r = gradcheck(
+          [&](const std::vector<Tensor>&) {
+            const Tensor logits = model.forward(b.src, b.src_lengths, b.tgt_in, b.tgt_lengths);
+            return cross_entropy(logits, b.tgt_out, 0.1, 0).sum;
+          },
+          params);
+      INFO((mode == AttentionMode::qknorm ? "qknorm" : "scaled_dot") << (norm == NormType::layer_norm ? " layer_norm" : " scale_norm")
+           << ": max abs err " << r.max_abs_err << " over " << model.parameter_count() << " parameters");
+      for (const InputCheck& in : r.inputs) {
+        if (!in.passed) INFO(model.named_parameters()[static_cast<std::size_t>(in.input)].first << ": " << in.worst);
+      }
+      CHECK(r.passed);
+      CHECK(r.inputs.size() == params.size());
+    }
+  }
+}
+
+TEST_CASE("incremental decoding with KV caches reproduces the teacher-forced logits", "[transformer]") {
+  for (AttentionMode mode : {AttentionMode::qknorm, AttentionMode::scaled_dot}) {
+    Seq2SeqTransformer model(tiny_config(mode, NormType::layer_norm));
+    model.eval();
+    NoGradGuard no_grad;
+    const TinyBatch b;
+    const Tensor full = model.forward(b.src, b.src_lengths, b.tgt_in, b.tgt_lengths);  // [2, 3, V]
+    auto state = model.start_decoding(model.encode(b.src, b.src_lengths), b.src_lengths, 5);
+    const std::vector<int64_t> tgt = b.tgt_in.to_ids();
+    for (int64_t t = 0; t < 3; ++t) {
+      const Tensor step = model.decode_step(state, Tensor::from_ids({tgt[static_cast<std::size_t>(t)], tgt[static_cast<std::size_t>(3 + t)]}, {2}));
+      for (int64_t row = 0; row < 2; ++row) {
+        if (t >= b.tgt_lengths[static_cast<std::size_t>(row)]) continue;  // padding positions differ by design
+        for (int64_t v = 0; v < 10; ++v) CHECK(step.at({row, v}) == Approx(full.at({row, t, v})).epsilon(1e-10));
+      }
+    }
+    // Reordering the rows (as beam search does) keeps each row's history.
+    auto swapped = model.start_decoding(model.encode(b.src, b.src_lengths), b.src_lengths, 5);
+    model.decode_step(swapped, Tensor::from_ids({1, 1}, {2}));
+    model.reorder(swapped, Tensor::from_ids({1, 0}, {2}));
+    const Tensor next = model.decode_step(swapped, Tensor::from_ids({9, 6}, {2}));  // row 0 is old row 1
+    for (int64_t v = 0; v < 10; ++v) CHECK(next.at({0, v}) == Approx(full.at({1, 1, v})).epsilon(1e-10));
+  }
+}
+
+TEST_CASE("parameter names are hierarchical checkpoint keys", "[transformer]") {
+  Seq2SeqTransformer model(tiny_config(AttentionMode::qknorm, NormType::layer_norm));
+  std::vector<std::string> names;
+  for (const auto& [name, t] : model.named_parameters()) names.push_back(name);
+  CHECK(names.front() == "embedding.weight");
+  CHECK(std::find(names.begin(), names.end(), "encoder.layers.0.self_attn.g") != names.end());
+  CHECK(std::find(names.begin(), names.end(), "decoder.layers.0.cross_attn.q_proj.weight") != names.end());
+  CHECK(std::find(names.begin(), names.end(), "decoder.norm.gamma") != names.end());
+  CHECK(model.attention_gains().size() == 3);  // encoder self, decoder self and cross
+  CHECK(model.parameter("encoder.layers.0.self_attn.g").item() == Approx(std::log2(20.0)));
+  CHECK_THROWS_WITH(model.parameter("encoder.layers.7.ffn.fc1.weight"), Contains("no parameter named"));
+  // vocab 10 x 8 + encoder layer + decoder layer + 2 final norms
+  const int64_t attn = 4 * (8 * 8 + 8) + 1, ffn = 8 * 12 + 12 + 12 * 8 + 8, norm = 16;
+  CHECK(model.parameter_count() == 80 + (2 * norm + attn + ffn) + (3 * norm + 2 * attn + ffn) + 2 * norm);
+}
+
+TEST_CASE("bad transformer configs name the field", "[transformer][errors]") {
+  TransformerConfig c = tiny_config(AttentionMode::qknorm, NormType::layer_norm);
+  c.heads = 3;
+  CHECK_THROWS_WITH(Seq2SeqTransformer(c), Contains("d_model 8 must be divisible into 3 heads"));
+  c = tiny_config(AttentionMode::qknorm, NormType::layer_norm);
+  c.dropout = 1.0;
+  CHECK_THROWS_WITH(Seq2SeqTransformer(c), Contains("dropout must be in [0, 1), got 1"));
+  c = tiny_config(AttentionMode::qknorm, NormType::layer_norm);
+  c.eos_id = 10;
+  CHECK_THROWS_WITH(Seq2SeqTransformer(c), Contains("eos_id 10 is outside the vocabulary [0, 10)"));
+}

@@ -1,0 +1,125 @@
+// Atomic file writes (temporary file, fsync, rename, fsync the directory) and size-limited
+// whole-file reads. See nn/atomic_file.h for the recipe and why each step is there.
+#include "nn/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+#include "core/error.h"
+
+namespace qkgrad {
+
+namespace {
+
+// strerror(err), or a generic reason when a failing call did not set errno.
+std::string reason(int err) { return err != 0 ? std::strerror(err) : "unknown I/O error"; }
+
+// The directory that holds `path`: "runs/model.st" -> "runs", "model.st" -> ".", "/x" -> "/".
+std::string directory_of(const std::string& path) {
+  const std::size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+// Makes the rename durable: fsync on the directory writes its entry for the new file to
+// disk. A file system that cannot sync directories (EINVAL) is accepted as it is.
+void sync_directory(const std::string& path) {
+  const std::string dir = directory_of(path);
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int err = 0;
+  if (fd < 0) {
+    err = errno;
+  } else {
+    if (::fsync(fd) != 0 && errno != EINVAL) err = errno;
+    ::close(fd);
+  }
+  QKGRAD_CHECK(err == 0, "write_file_atomically: '", path, "' was written, but syncing its ",
+               "directory '", dir, "' failed: ", reason(err),
+               "; the new file is in place but might not survive a power cut");
+}
+
+}  // namespace
+
+void write_file_atomically(const std::string& path, const std::function<void(std::FILE*)>& write) {
+  QKGRAD_CHECK(!path.empty() && path.back() != '/', "write_file_atomically: '", path,
+               "' is not a file name; give the path of the file to write");
+  // The process id keeps two processes that write the same path from sharing a temporary.
+  const std::string temp = cat(path, ".tmp.", ::getpid());
+
+  std::FILE* file = std::fopen(temp.c_str(), "wb");
+  if (file == nullptr) {
+    const int err = errno;
+    fail(cat("write_file_atomically: cannot create the temporary file '", temp, "' to write '",
+             path, "': ", reason(err), "; check that the directory '", directory_of(path),
+             "' exists and that you may write to it"));
+  }
+
+  // Every failure from here on closes and removes the temporary file before throwing, so the
+  // old file at `path` is never touched. `err` is errno as the failing call left it.
+  auto give_up = [&](int err, const char* step) {
+    if (file != nullptr) std::fclose(file);
+    std::remove(temp.c_str());
+    fail(cat("write_file_atomically: ", step, " '", path, "' failed: ", reason(err),
+             err == ENOSPC || err == EDQUOT || err == EFBIG
+                 ? "; free some disk space (or raise the quota or file size limit) and try again"
+                 : "; check the disk and the permissions of the directory",
+             "; the previous file (if any) is unchanged"));
+  };
+
+  errno = 0;
+  try {
+    write(file);
+  } catch (...) {
+    std::fclose(file);
+    std::remove(temp.c_str());
+    throw;  // the caller's own exception, unchanged
+  }
+  // std::ferror remembers a failure of any earlier write, so a writer that ignored the
+  // return value of fwrite is still caught here; errno still holds that failure's reason.
+  if (std::ferror(file)) give_up(errno, "writing");
+  if (std::fflush(file) != 0) give_up(errno, "writing");
+  if (::fsync(::fileno(file)) != 0) give_up(errno, "syncing to disk");
+  const int closed = std::fclose(file);
+  file = nullptr;
+  if (closed != 0) give_up(errno, "closing");
+  if (std::rename(temp.c_str(), path.c_str()) != 0) give_up(errno, "renaming the new file over");
+  sync_directory(path);
+}
+
+std::string read_file(const std::string& path, std::size_t max_bytes) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"),
+                                                       &std::fclose);
+  if (!file) {
+    const int err = errno;
+    fail(cat("read_file: cannot open '", path, "': ", reason(err),
+             "; check the path and its permissions"));
+  }
+  struct stat info {};
+  if (::fstat(::fileno(file.get()), &info) != 0) {
+    const int err = errno;
+    fail(cat("read_file: cannot read the size of '", path, "': ", reason(err)));
+  }
+  QKGRAD_CHECK(S_ISREG(info.st_mode), "read_file: '", path,
+               "' is not a regular file (a directory?); give the path of a file");
+  const auto size = static_cast<std::size_t>(info.st_size);
+  QKGRAD_CHECK(size <= max_bytes, "read_file: '", path, "' is ", size,
+               " bytes, more than the limit of ", max_bytes, " bytes; is it the right file?");
+
+  std::string contents(size, '\0');
+  const std::size_t got = size == 0 ? 0 : std::fread(contents.data(), 1, size, file.get());
+  if (got != size) {
+    const int err = std::ferror(file.get()) ? errno : 0;
+    fail(cat("read_file: reading '", path, "' stopped after ", got, " of ", size, " bytes: ",
+             err != 0 ? reason(err) : "the file got shorter while being read",
+             "; check the disk, or that nothing else is writing the file"));
+  }
+  return contents;
+}
+
+}  // namespace qkgrad
