@@ -1,0 +1,303 @@
+#include "nn/checkpoint.h"
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <cstdio>
+#include <fcntl.h>
+#include <filesystem>
+#include <random>
+#include <unistd.h>
+
+#include "core/autograd.h"
+#include "core/error.h"
+#include "nn/atomic_file.h"
+#include "nn/safetensors.h"
+
+namespace qkgrad {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kFormat = "qkgrad-checkpoint";
+constexpr int64_t kVersion = 1;
+
+std::string norm_name(NormType n) { return n == NormType::layer_norm ? "layer_norm" : "scale_norm"; }
+std::string mode_name(AttentionMode m) { return m == AttentionMode::qknorm ? "qknorm" : "scaled_dot"; }
+
+std::string new_checkpoint_id() {
+  std::random_device rd;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%08x%08x", rd(), rd());
+  return buf;
+}
+
+void fsync_path(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd >= 0) {
+    (void)::fsync(fd);
+    ::close(fd);
+  }
+}
+
+// Puts the complete directory `fresh` where `dir` is, in one atomic step when the file system
+// allows it (renameat2 RENAME_EXCHANGE swaps two paths atomically), and removes the old one.
+void swap_in(const std::string& fresh, const std::string& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir)) {
+    QKGRAD_CHECK(std::rename(fresh.c_str(), dir.c_str()) == 0, "checkpoint: cannot rename ", fresh,
+                 " to ", dir, ": ", std::strerror(errno));
+  } else if (::renameat2(AT_FDCWD, fresh.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) == 0) {
+    fs::remove_all(fresh, ec);  // now holds the previous checkpoint
+  } else {
+    // No atomic exchange on this file system: move the old one aside first. A crash between
+    // the two renames leaves the old checkpoint at DIR.old-PID (load explains how to recover).
+    const std::string aside = dir + ".old-" + std::to_string(::getpid());
+    QKGRAD_CHECK(std::rename(dir.c_str(), aside.c_str()) == 0, "checkpoint: cannot move ", dir,
+                 " aside: ", std::strerror(errno));
+    QKGRAD_CHECK(std::rename(fresh.c_str(), dir.c_str()) == 0, "checkpoint: cannot rename ", fresh,
+                 " to ", dir, ": ", std::strerror(errno), " (the previous checkpoint is at ", aside, ")");
+    fs::remove_all(aside, ec);
+  }
+  fsync_path(fs::path(dir).parent_path().empty() ? "." : fs::path(dir).parent_path().string());
+}
+
+std::string file_in(const std::string& dir, const char* name) { return (fs::path(dir) / name).string(); }
+
+void check_dir(const std::string& dir) {
+  if (fs::is_directory(dir)) return;
+  const fs::path p(dir);
+  const fs::path parent = p.parent_path().empty() ? fs::path(".") : p.parent_path();
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(parent, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(p.filename().string() + ".old-", 0) == 0) {
+      fail(cat("checkpoint ", dir, " is missing, but ", entry.path().string(),
+               " holds the previous one (a save was interrupted); rename it to ", dir, " to use it"));
+    }
+  }
+  fail(cat("checkpoint ", dir, ": no such directory (expected config.json and model.safetensors in it)"));
+}
+
+Json read_config_json(const std::string& dir) {
+  check_dir(dir);
+  const std::string path = file_in(dir, "config.json");
+  const Json j = Json::parse(read_file(path, 1 << 20), path);
+  QKGRAD_CHECK(j.is_object() && j.contains("format") && j.at("format").is_string() &&
+                   j.at("format").as_string() == kFormat,
+               path, ": not a qkgrad checkpoint config (its \"format\" is not \"", kFormat, "\")");
+  QKGRAD_CHECK(j.at("version").as_int() == kVersion, path, ": checkpoint format version ",
+               j.at("version").as_int(), " is not supported (this qkgrad reads version ", kVersion, ")");
+  return j;
+}
+
+void check_id(const safetensors::Metadata& meta, const std::string& id, const std::string& path) {
+  const auto it = meta.find("id");
+  QKGRAD_CHECK(it != meta.end() && it->second == id, path, ": belongs to a different save than config.json (id ",
+               it == meta.end() ? "missing" : it->second, " vs ", id,
+               "); the checkpoint directory mixes files from two saves");
+}
+
+}  // namespace
+
+// ---- TrainerState ----
+
+void TrainerState::set_int(const std::string& key, int64_t value) { values[key] = std::to_string(value); }
+
+void TrainerState::set_double(const std::string& key, double value) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, value);  // shortest exact round trip
+  values[key] = std::string(buf, r.ptr);
+}
+
+int64_t TrainerState::get_int(const std::string& key) const {
+  const auto it = values.find(key);
+  QKGRAD_CHECK(it != values.end(), "trainer state: no value named '", key, "'");
+  int64_t v = 0;
+  const auto r = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
+  QKGRAD_CHECK(r.ec == std::errc() && r.ptr == it->second.data() + it->second.size(), "trainer state: '", key,
+               "' is '", it->second, "', not an integer");
+  return v;
+}
+
+double TrainerState::get_double(const std::string& key) const {
+  const auto it = values.find(key);
+  QKGRAD_CHECK(it != values.end(), "trainer state: no value named '", key, "'");
+  double v = 0;
+  const auto r = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
+  QKGRAD_CHECK(r.ec == std::errc() && r.ptr == it->second.data() + it->second.size(), "trainer state: '", key,
+               "' is '", it->second, "', not a number");
+  return v;
+}
+
+// ---- config <-> JSON ----
+
+Json config_to_json(const TransformerConfig& c) {
+  Json j = Json::object();
+  j.set("vocab", c.vocab);
+  j.set("d_model", c.d_model);
+  j.set("heads", c.heads);
+  j.set("ffn", c.ffn);
+  j.set("encoder_layers", c.encoder_layers);
+  j.set("decoder_layers", c.decoder_layers);
+  j.set("norm", norm_name(c.norm));
+  j.set("attention", mode_name(c.attention));
+  j.set("per_head_g", c.per_head_g);
+  j.set("qknorm_length", c.qknorm_length);
+  j.set("fixnorm", c.fixnorm);
+  j.set("dropout", c.dropout);
+  j.set("attention_dropout", c.attention_dropout);
+  j.set("ffn_dropout", c.ffn_dropout);
+  j.set("word_dropout", c.word_dropout);
+  j.set("pad_id", c.pad_id);
+  j.set("bos_id", c.bos_id);
+  j.set("eos_id", c.eos_id);
+  j.set("unk_id", c.unk_id);
+  j.set("seed", static_cast<int64_t>(c.seed));
+  j.set("dtype", std::string(dtype_name(c.dtype)));
+  return j;
+}
+
+TransformerConfig config_from_json(const Json& j, const std::string& source) {
+  QKGRAD_CHECK(j.is_object(), source, ": the model config must be a JSON object");
+  TransformerConfig c;
+  try {
+    c.vocab = j.at("vocab").as_int();
+    c.d_model = j.at("d_model").as_int();
+    c.heads = j.at("heads").as_int();
+    c.ffn = j.at("ffn").as_int();
+    c.encoder_layers = j.at("encoder_layers").as_int();
+    c.decoder_layers = j.at("decoder_layers").as_int();
+    const std::string norm = j.at("norm").as_string(), mode = j.at("attention").as_string();
+    QKGRAD_CHECK(norm == "layer_norm" || norm == "scale_norm", "\"norm\" must be \"layer_norm\" or \"scale_norm\", got \"", norm, "\"");
+    QKGRAD_CHECK(mode == "qknorm" || mode == "scaled_dot", "\"attention\" must be \"qknorm\" or \"scaled_dot\", got \"", mode, "\"");
+    c.norm = norm == "layer_norm" ? NormType::layer_norm : NormType::scale_norm;
+    c.attention = mode == "qknorm" ? AttentionMode::qknorm : AttentionMode::scaled_dot;
+    c.per_head_g = j.at("per_head_g").as_bool();
+    c.qknorm_length = j.at("qknorm_length").as_double();
+    c.fixnorm = j.at("fixnorm").as_bool();
+    c.dropout = j.at("dropout").as_double();
+    c.attention_dropout = j.at("attention_dropout").as_double();
+    c.ffn_dropout = j.at("ffn_dropout").as_double();
+    c.word_dropout = j.at("word_dropout").as_double();
+    c.pad_id = j.at("pad_id").as_int();
+    c.bos_id = j.at("bos_id").as_int();
+    c.eos_id = j.at("eos_id").as_int();
+    c.unk_id = j.at("unk_id").as_int();
+    c.seed = static_cast<uint64_t>(j.at("seed").as_int());
+    const std::string dtype = j.at("dtype").as_string();
+    QKGRAD_CHECK(dtype == "f32" || dtype == "f64", "\"dtype\" must be \"f32\" or \"f64\", got \"", dtype, "\"");
+    c.dtype = dtype == "f32" ? DType::f32 : DType::f64;
+    c.validate();
+  } catch (const Error& e) {
+    fail(cat(source, ": invalid model config: ", e.what()));
+  }
+  return c;
+}
+
+// ---- saving ----
+
+void save_checkpoint(const std::string& dir, const Seq2SeqTransformer& model, const TrainerState* trainer) {
+  QKGRAD_CHECK(!dir.empty(), "save_checkpoint: empty directory name");
+  const std::string fresh = dir + ".tmp-" + std::to_string(::getpid());
+  std::error_code ec;
+  fs::remove_all(fresh, ec);  // a leftover from an interrupted save
+  QKGRAD_CHECK(fs::create_directories(fresh, ec) || fs::is_directory(fresh), "save_checkpoint: cannot create ",
+               fresh, ": ", ec.message(), " (does the parent directory exist and is it writable?)");
+  try {
+    const std::string id = new_checkpoint_id();
+    Json config = Json::object();
+    config.set("format", kFormat);
+    config.set("version", kVersion);
+    config.set("id", id);
+    config.set("model", config_to_json(model.config()));
+    const std::string text = config.dump(2) + "\n";
+    write_file_atomically(file_in(fresh, "config.json"), [&](std::FILE* f) { std::fputs(text.c_str(), f); });
+    safetensors::save(file_in(fresh, "model.safetensors"), model.named_parameters(),
+                      {{"format", kFormat}, {"kind", "model"}, {"id", id}});
+    if (trainer) {
+      safetensors::Metadata meta = {{"format", kFormat}, {"kind", "trainer"}, {"id", id}};
+      for (const auto& [key, value] : trainer->values) {
+        QKGRAD_CHECK(!meta.count(key), "save_checkpoint: trainer value name '", key, "' is reserved");
+        meta[key] = value;
+      }
+      safetensors::save(file_in(fresh, "trainer.safetensors"), trainer->optimizer_state, meta);
+    }
+    fsync_path(fresh);
+    swap_in(fresh, dir);
+  } catch (...) {
+    fs::remove_all(fresh, ec);  // the previous checkpoint at DIR is untouched
+    throw;
+  }
+}
+
+// ---- loading ----
+
+bool checkpoint_exists(const std::string& dir) {
+  return fs::is_regular_file(file_in(dir, "config.json")) && fs::is_regular_file(file_in(dir, "model.safetensors"));
+}
+
+TransformerConfig load_checkpoint_config(const std::string& dir) {
+  const Json j = read_config_json(dir);
+  return config_from_json(j.at("model"), file_in(dir, "config.json"));
+}
+
+void load_model_weights(const std::string& dir, Seq2SeqTransformer& model) {
+  const Json j = read_config_json(dir);
+  const std::string config_path = file_in(dir, "config.json");
+  const TransformerConfig saved = config_from_json(j.at("model"), config_path);
+  const TransformerConfig& mine = model.config();
+  auto same = [&](const char* field, int64_t a, int64_t b) {
+    QKGRAD_CHECK(a == b, config_path, ": the checkpoint was saved for ", field, " = ", a,
+                 " but this model has ", field, " = ", b, "; build the model from the checkpoint's config");
+  };
+  same("vocab", saved.vocab, mine.vocab);
+  same("d_model", saved.d_model, mine.d_model);
+  same("heads", saved.heads, mine.heads);
+  same("ffn", saved.ffn, mine.ffn);
+  same("encoder_layers", saved.encoder_layers, mine.encoder_layers);
+  same("decoder_layers", saved.decoder_layers, mine.decoder_layers);
+  QKGRAD_CHECK(saved.norm == mine.norm && saved.attention == mine.attention && saved.per_head_g == mine.per_head_g &&
+                   saved.fixnorm == mine.fixnorm,
+               config_path, ": the checkpoint was saved for norm ", norm_name(saved.norm), ", attention ",
+               mode_name(saved.attention), ", but this model has norm ", norm_name(mine.norm), ", attention ",
+               mode_name(mine.attention), " (or per_head_g / fixnorm differ)");
+
+  const std::string path = file_in(dir, "model.safetensors");
+  const safetensors::Contents contents = safetensors::load(path);
+  check_id(contents.metadata, j.at("id").as_string(), path);
+  std::map<std::string, const Tensor*> by_name;
+  for (const auto& [name, t] : contents.tensors) by_name[name] = &t;
+  const std::vector<NamedTensor> params = model.named_parameters();
+  NoGradGuard no_grad;
+  for (const auto& [name, p] : params) {
+    const auto it = by_name.find(name);
+    QKGRAD_CHECK(it != by_name.end(), path, ": tensor '", name, "' is missing (the model has ", params.size(),
+                 " parameter tensors, the file ", contents.tensors.size(), ")");
+    const Tensor& t = *it->second;
+    QKGRAD_CHECK(t.shape() == p.shape(), path, ": tensor '", name, "' has shape ", t.shape(), " but the model's is ", p.shape());
+    QKGRAD_CHECK(is_floating(t.dtype()), path, ": tensor '", name, "' is ", dtype_name(t.dtype()), "; parameters are f32 or f64");
+    Tensor target = p;
+    target.copy_(t);  // converts f32 <-> f64 if the model's dtype differs from the file's
+    by_name.erase(it);
+  }
+  QKGRAD_CHECK(by_name.empty(), path, ": tensor '", by_name.empty() ? "" : by_name.begin()->first,
+               "' is not a parameter of this model (", by_name.size(), " unexpected tensors)");
+}
+
+TrainerState load_trainer_state(const std::string& dir) {
+  const Json j = read_config_json(dir);
+  const std::string path = file_in(dir, "trainer.safetensors");
+  QKGRAD_CHECK(fs::is_regular_file(path), path, ": missing; this checkpoint holds a model only and cannot resume training");
+  safetensors::Contents contents = safetensors::load(path);
+  check_id(contents.metadata, j.at("id").as_string(), path);
+  TrainerState state;
+  state.optimizer_state = std::move(contents.tensors);
+  for (const auto& [key, value] : contents.metadata) {
+    if (key != "format" && key != "kind" && key != "id") state.values[key] = value;
+  }
+  return state;
+}
+
+}  // namespace qkgrad

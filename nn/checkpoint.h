@@ -1,0 +1,57 @@
+// Checkpoints: a directory that holds everything needed to rebuild a model and to continue its
+// training exactly where it stopped.
+//
+//   DIR/config.json          the model's TransformerConfig (JSON), plus a format tag and an id
+//   DIR/model.safetensors    every parameter, by its name ("encoder.layers.0.self_attn.g")
+//   DIR/trainer.safetensors  the optimizer's state tensors, and in its metadata the step, the
+//                            schedule state, the random generators' positions, the position in
+//                            the data order ... (optional: a model-only export has none)
+//
+// save_checkpoint writes a complete new directory next to DIR and then swaps it in with one
+// atomic rename, so DIR is always either the old checkpoint or the new one, complete. The three
+// files carry the same id; a load refuses a mix. docs/checkpoint.md documents every tensor.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "nn/json.h"
+#include "nn/transformer.h"
+
+namespace qkgrad {
+
+// What a training loop needs besides the weights to resume bit for bit.
+struct TrainerState {
+  std::vector<NamedTensor> optimizer_state;    // Optimizer::state_tensors()
+  std::map<std::string, std::string> values;   // step, schedule state, RNG offsets, data position...
+
+  // Typed access to values (numbers are stored exactly: integers as integers, doubles with
+  // round-trip precision). get_* throw an Error naming the missing or malformed key.
+  void set_int(const std::string& key, int64_t value);
+  void set_double(const std::string& key, double value);
+  int64_t get_int(const std::string& key) const;
+  double get_double(const std::string& key) const;
+};
+
+Json config_to_json(const TransformerConfig& config);
+// Validates every field; `source` names the file in errors.
+TransformerConfig config_from_json(const Json& json, const std::string& source);
+
+// Writes DIR atomically (see above). trainer may be null (a model-only checkpoint).
+void save_checkpoint(const std::string& dir, const Seq2SeqTransformer& model, const TrainerState* trainer);
+
+// DIR/config.json, validated.
+TransformerConfig load_checkpoint_config(const std::string& dir);
+
+// Copies the weights of DIR into `model`. Checks the architecture in config.json against the
+// model's, then every name, shape and dtype; the first mismatch is an Error naming the file,
+// the tensor and both values.
+void load_model_weights(const std::string& dir, Seq2SeqTransformer& model);
+
+// DIR/trainer.safetensors (which must come from the same save as the model).
+TrainerState load_trainer_state(const std::string& dir);
+
+bool checkpoint_exists(const std::string& dir);
+
+}  // namespace qkgrad

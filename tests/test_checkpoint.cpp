@@ -1,0 +1,191 @@
+// Checkpoints: round trips, exact resume (bit-identical parameters with dropout on), and clear
+// errors for missing, mismatched, mixed or corrupted checkpoints.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "core/autograd.h"
+#include "core/error.h"
+#include "nn/checkpoint.h"
+#include "nn/optim.h"
+#include "nn/schedule.h"
+#include "nn/transformer.h"
+#include "ops/ops.h"
+#include "toy_seq2seq.h"
+
+using namespace qkgrad;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char pattern[] = "/tmp/qkgrad-ckpt-XXXXXX";
+    path = ::mkdtemp(pattern);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string operator/(const std::string& name) const { return path + "/" + name; }
+};
+
+TransformerConfig small_config(AttentionMode mode) {
+  TransformerConfig c;
+  c.vocab = 14;
+  c.d_model = 16;
+  c.heads = 2;
+  c.ffn = 24;
+  c.encoder_layers = 2;
+  c.decoder_layers = 1;
+  c.attention = mode;
+  c.qknorm_length = 9;
+  c.dropout = c.attention_dropout = c.ffn_dropout = 0.1;
+  c.word_dropout = 0.1;
+  c.seed = 7;
+  return c;
+}
+
+// A training run's moving parts: the model, Adam, a warmup schedule and the data stream.
+struct Run {
+  Seq2SeqTransformer model;
+  Adam opt;
+  InverseSqrtLr schedule{1e-3, 4};
+  Generator data{21, 3};
+  explicit Run(const TransformerConfig& c) : model(c), opt(model.named_parameters(), AdamOptions{}) {}
+
+  void train(int steps) {
+    model.train();
+    for (int i = 0; i < steps; ++i) {
+      const toy::Batch b = toy::make_batch(data, 8, 10, 2, 6, true);
+      const LossSum loss = cross_entropy(model.forward(b.src, b.src_lengths, b.tgt_in, b.tgt_lengths), b.tgt_out, 0.1, 0);
+      opt.zero_grad();
+      (loss.sum / static_cast<double>(loss.tokens)).backward();
+      clip_grad_norm(model.parameters(), 1.0);
+      opt.set_lr(schedule.lr(opt.steps() + 1));
+      opt.step();
+    }
+  }
+  TrainerState state() {
+    TrainerState s;
+    s.optimizer_state = opt.state_tensors();
+    s.set_int("step", opt.steps());
+    s.set_int("dropout_rng_offset", static_cast<int64_t>(model.dropout_generator().offset()));
+    s.set_int("data_rng_offset", static_cast<int64_t>(data.offset()));
+    return s;
+  }
+  void restore(const TrainerState& s) {
+    opt.load_state(s.optimizer_state, s.get_int("step"));
+    model.dropout_generator().set_offset(static_cast<uint64_t>(s.get_int("dropout_rng_offset")));
+    data.set_offset(static_cast<uint64_t>(s.get_int("data_rng_offset")));
+  }
+};
+
+std::vector<std::vector<double>> weights(const Seq2SeqTransformer& m) {
+  std::vector<std::vector<double>> w;
+  for (const auto& [name, t] : m.named_parameters()) w.push_back(t.to_vector());
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("save then load gives a model with identical outputs", "[checkpoint]") {
+  TempDir tmp;
+  Seq2SeqTransformer a(small_config(AttentionMode::qknorm));
+  save_checkpoint(tmp / "ckpt", a, nullptr);
+  const TransformerConfig loaded = load_checkpoint_config(tmp / "ckpt");
+  CHECK(loaded.d_model == 16);
+  CHECK(loaded.attention == AttentionMode::qknorm);
+  TransformerConfig other_seed = loaded;
+  other_seed.seed = 99;
+  Seq2SeqTransformer b(other_seed);
+  CHECK(weights(a) != weights(b));
+  load_model_weights(tmp / "ckpt", b);
+  CHECK(weights(a) == weights(b));
+  a.eval();
+  b.eval();
+  Generator g(1);
+  const toy::Batch batch = toy::make_batch(g, 4, 10, 2, 6, false);
+  NoGradGuard no_grad;
+  CHECK(a.forward(batch.src, batch.src_lengths, batch.tgt_in, batch.tgt_lengths).to_vector() ==
+        b.forward(batch.src, batch.src_lengths, batch.tgt_in, batch.tgt_lengths).to_vector());
+}
+
+TEST_CASE("exact resume: k steps + save + load + the rest equals all steps straight, bit for bit", "[checkpoint]") {
+  for (AttentionMode mode : {AttentionMode::qknorm, AttentionMode::scaled_dot}) {
+    TempDir tmp;
+    const TransformerConfig c = small_config(mode);  // dropout and word dropout on
+    Run straight(c);
+    straight.train(12);
+
+    Run first(c);
+    first.train(5);
+    const TrainerState saved_state = first.state();
+    save_checkpoint(tmp / "run", first.model, &saved_state);
+
+    Run resumed(load_checkpoint_config(tmp / "run"));
+    load_model_weights(tmp / "run", resumed.model);
+    resumed.restore(load_trainer_state(tmp / "run"));
+    resumed.train(7);
+
+    CHECK(resumed.opt.steps() == 12);
+    CHECK(weights(resumed.model) == weights(straight.model));
+    CHECK(weights(first.model) != weights(straight.model));
+  }
+}
+
+TEST_CASE("a second save replaces the first atomically; a failed save keeps the previous checkpoint", "[checkpoint]") {
+  TempDir tmp;
+  Seq2SeqTransformer a(small_config(AttentionMode::qknorm));
+  save_checkpoint(tmp / "ckpt", a, nullptr);
+  TransformerConfig c2 = small_config(AttentionMode::qknorm);
+  c2.seed = 8;
+  Seq2SeqTransformer b(c2);
+  save_checkpoint(tmp / "ckpt", b, nullptr);
+  CHECK(load_checkpoint_config(tmp / "ckpt").seed == 8);
+  TrainerState bad;
+  bad.values["id"] = "reserved";
+  CHECK_THROWS_WITH(save_checkpoint(tmp / "ckpt", a, &bad), Contains("trainer value name 'id' is reserved"));
+  CHECK(load_checkpoint_config(tmp / "ckpt").seed == 8);  // untouched
+  int entries = 0;
+  for (const auto& e : fs::directory_iterator(tmp.path)) entries += e.path().filename().string().rfind("ckpt", 0) == 0;
+  CHECK(entries == 1);  // no temporary directory left behind
+}
+
+TEST_CASE("checkpoint errors name the file and the first problem", "[checkpoint][errors]") {
+  TempDir tmp;
+  Seq2SeqTransformer a(small_config(AttentionMode::qknorm));
+  TrainerState st;
+  st.set_int("step", 3);
+  save_checkpoint(tmp / "ckpt", a, &st);
+
+  CHECK_THROWS_WITH(load_checkpoint_config(tmp / "nope"), Contains("nope: no such directory"));
+  TransformerConfig wider = small_config(AttentionMode::qknorm);
+  wider.d_model = 32;
+  Seq2SeqTransformer w(wider);
+  CHECK_THROWS_WITH(load_model_weights(tmp / "ckpt", w), Contains("saved for d_model = 16 but this model has d_model = 32"));
+  Seq2SeqTransformer s(small_config(AttentionMode::scaled_dot));
+  CHECK_THROWS_WITH(load_model_weights(tmp / "ckpt", s), Contains("attention qknorm"));
+
+  // Files from two different saves.
+  save_checkpoint(tmp / "other", a, &st);
+  fs::copy_file(tmp / "other/model.safetensors", tmp / "ckpt/model.safetensors", fs::copy_options::overwrite_existing);
+  CHECK_THROWS_WITH(load_model_weights(tmp / "ckpt", a), Contains("belongs to a different save"));
+
+  // A truncated weights file.
+  save_checkpoint(tmp / "ckpt", a, nullptr);
+  fs::resize_file(tmp / "ckpt/model.safetensors", fs::file_size(tmp / "ckpt/model.safetensors") / 2);
+  CHECK_THROWS_WITH(load_model_weights(tmp / "ckpt", a), Contains("model.safetensors"));
+  CHECK_THROWS_WITH(load_trainer_state(tmp / "ckpt"), Contains("cannot resume training"));
+
+  // A broken config.
+  save_checkpoint(tmp / "ckpt", a, nullptr);
+  std::ofstream(tmp / "ckpt/config.json") << "{\"format\": \"qkgrad-checkpoint\", \"version\": 1, \"model\": {\"vocab\": 14}}";
+  CHECK_THROWS_WITH(load_checkpoint_config(tmp / "ckpt"), Contains("config.json: invalid model config"));
+
+  TrainerState values;
+  values.values["x"] = "1.5";
+  CHECK_THROWS_WITH(values.get_int("x"), Contains("'x' is '1.5', not an integer"));
+  CHECK_THROWS_WITH(values.get_int("y"), Contains("no value named 'y'"));
+}
