@@ -1,0 +1,122 @@
+// Optimizers, gradient clipping and learning-rate schedules against hand-computed values.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "core/autograd.h"
+#include "core/error.h"
+#include "nn/optim.h"
+#include "nn/schedule.h"
+#include "ops/ops.h"
+
+using namespace qkgrad;
+using Catch::Matchers::Contains;
+
+namespace {
+Tensor param(std::vector<double> v) {
+  return Tensor::from_vector(v, {static_cast<int64_t>(v.size())}, DType::f64).requires_grad_();
+}
+void set_grad(Tensor& p, std::vector<double> g) {
+  p.clear_grad();
+  sum(p * Tensor::from_vector(g, {static_cast<int64_t>(g.size())}, DType::f64)).backward();
+}
+}  // namespace
+
+TEST_CASE("Adam follows its update rule step by step", "[optim]") {
+  Tensor p = param({1.0, -2.0});
+  AdamOptions o;
+  o.lr = 0.1;
+  Adam adam({{"p", p}}, o);
+  double m = 0, v = 0, x = 1.0;
+  for (int t = 1; t <= 3; ++t) {
+    const double g = 0.5 * t;
+    set_grad(p, {g, g});
+    adam.step();
+    m = 0.9 * m + 0.1 * g;
+    v = 0.999 * v + 0.001 * g * g;
+    x -= 0.1 * (m / (1 - std::pow(0.9, t))) / (std::sqrt(v / (1 - std::pow(0.999, t))) + 1e-8);
+    CHECK(p.at({0}) == Approx(x).epsilon(1e-12));
+  }
+  CHECK(adam.steps() == 3);
+  CHECK(adam.state_tensors().size() == 2);
+  CHECK(adam.state_tensors()[0].first == "exp_avg.p");
+}
+
+TEST_CASE("AdamW decays weights directly, except for excluded names; L2 Adam adds to the gradient", "[optim]") {
+  Tensor w = param({2.0}), b = param({2.0});
+  Adam adamw_opt({{"layer.weight", w}, {"layer.bias", b}}, adamw(0.1, 0.5, {"bias"}));
+  set_grad(w, {0.0});
+  set_grad(b, {0.0});
+  adamw_opt.step();
+  CHECK(w.at({0}) == Approx(2.0 - 0.1 * 0.5 * 2.0));  // zero gradient: only the decay moves it
+  CHECK(b.at({0}) == 2.0);                            // excluded
+  Tensor c = param({2.0});
+  AdamOptions l2;
+  l2.lr = 0.1;
+  l2.weight_decay = 0.5;
+  Adam coupled({{"c", c}}, l2);
+  set_grad(c, {0.0});
+  coupled.step();
+  CHECK(c.at({0}) == Approx(2.0 - 0.1).epsilon(1e-6));  // g = 0.5·2 = 1, Adam's first step is lr·sign
+}
+
+TEST_CASE("SGD with momentum", "[optim]") {
+  Tensor p = param({1.0});
+  SGD sgd(std::vector<Tensor>{p}, 0.1, 0.5);
+  set_grad(p, {1.0});
+  sgd.step();  // v = 1, p = 0.9
+  set_grad(p, {1.0});
+  sgd.step();  // v = 1.5, p = 0.75
+  CHECK(p.at({0}) == Approx(0.75));
+  CHECK(sgd.state_tensors()[0].first == "velocity.param.0");
+}
+
+TEST_CASE("clip_grad_norm scales all gradients together to the max norm", "[optim]") {
+  Tensor a = param({0, 0}), b = param({0});
+  set_grad(a, {3, 0});
+  set_grad(b, {4});
+  CHECK(clip_grad_norm({a, b}, 1.0) == Approx(5.0));
+  CHECK(a.grad().at({0}) == Approx(0.6).epsilon(1e-6));
+  CHECK(b.grad().at({0}) == Approx(0.8).epsilon(1e-6));
+  CHECK(clip_grad_norm({a, b}, 10.0) == Approx(1.0).epsilon(1e-6));  // below the max: unchanged
+  CHECK(b.grad().at({0}) == Approx(0.8).epsilon(1e-6));
+  set_grad(b, {NAN});
+  CHECK(std::isnan(clip_grad_norm({a, b}, 1.0)));  // reported, not hidden
+}
+
+TEST_CASE("learning-rate schedules", "[optim]") {
+  const InverseSqrtLr inv(1e-3, 100);
+  CHECK(inv.lr(1) == Approx(1e-5));
+  CHECK(inv.lr(50) == Approx(5e-4));
+  CHECK(inv.lr(100) == Approx(1e-3));
+  CHECK(inv.lr(400) == Approx(5e-4));
+  const CosineLr cos(1.0, 10, 110, 0.1);
+  CHECK(cos.lr(10) == Approx(1.0));
+  CHECK(cos.lr(60) == Approx(0.55));
+  CHECK(cos.lr(110) == Approx(0.1));
+  CHECK(cos.lr(500) == Approx(0.1));
+  CHECK(ConstantLr(0.3).lr(7) == 0.3);
+
+  PlateauLr plateau(1.0, 4, 0.8, 3);
+  CHECK(plateau.lr(2) == Approx(0.5));
+  for (double bleu : {10.0, 12.0, 11.0, 12.0, 11.5}) plateau.report(bleu);  // 3 without improving
+  CHECK(plateau.lr(100) == Approx(0.8));
+  plateau.report(13.0);
+  plateau.report(12.0);
+  PlateauLr restored(1.0, 4, 0.8, 3);
+  restored.load_state(plateau.state());
+  restored.report(12.0);
+  restored.report(12.0);  // the third non-improvement since 13.0 carries over
+  CHECK(restored.lr(100) == Approx(0.64));
+  CHECK_THROWS_WITH(PlateauLr(1.0, 4, 1.5, 3), Contains("factor must be in (0, 1]"));
+  CHECK_THROWS_WITH(InverseSqrtLr(1.0, 0), Contains("warmup must be >= 1"));
+}
+
+TEST_CASE("optimizer errors", "[optim][errors]") {
+  Tensor p = param({1.0});
+  CHECK_THROWS_WITH(Adam({{"p", p}, {"p", p}}, AdamOptions{}), Contains("two parameters are named 'p'"));
+  CHECK_THROWS_WITH(SGD(std::vector<Tensor>{Tensor::ones({1})}, 0.1), Contains("must be a leaf tensor that requires grad"));
+  Adam adam({{"p", p}}, AdamOptions{});
+  CHECK_THROWS_WITH(adam.load_state({}, 3), Contains("the checkpoint has 0 state tensors but this optimizer has 2"));
+  CHECK_THROWS_WITH(adam.set_lr(NAN), Contains("learning rate must be finite"));
+}
