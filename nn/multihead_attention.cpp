@@ -39,6 +39,7 @@ AttentionOptions MultiHeadAttention::options(const std::vector<int64_t>& key_len
   o.causal = causal;
   o.dropout = training() ? config.dropout : 0.0;
   o.generator = &gen;
+  o.return_probs = record_probs;
   return o;
 }
 
@@ -48,7 +49,9 @@ Tensor MultiHeadAttention::forward(const Tensor& x_q, const Tensor& x_kv,
   const Tensor q = q_proj.forward(x_q);   // [B, Tq, D]
   const Tensor k = k_proj.forward(x_kv);  // [B, Tk, D]
   const Tensor v = v_proj.forward(x_kv);  // [B, Tk, D]
-  return out_proj.forward(attention(q, k, v, g, options(key_lengths, causal, gen)).out);
+  const AttentionOutput a = attention(q, k, v, g, options(key_lengths, causal, gen));
+  if (record_probs) last_probs = a.probs;
+  return out_proj.forward(a.out);
 }
 
 Tensor MultiHeadAttention::forward_step(const Tensor& x_step, KVCache& cache, Generator& gen) const {
@@ -64,7 +67,9 @@ MultiHeadAttention::Memory MultiHeadAttention::project_memory(const Tensor& memo
 
 Tensor MultiHeadAttention::forward_memory(const Tensor& x_q, const Memory& m, Generator& gen) const {
   const Tensor q = q_proj.forward(x_q);
-  return out_proj.forward(attention(q, m.k, m.v, g, options(m.key_lengths, false, gen)).out);
+  const AttentionOutput a = attention(q, m.k, m.v, g, options(m.key_lengths, false, gen));
+  if (record_probs) last_probs = a.probs;
+  return out_proj.forward(a.out);
 }
 
 }  // namespace qkgrad

@@ -46,6 +46,11 @@ class MultiHeadAttention : public Module {
   // The options of the attention op for this module (dropout only in training mode).
   AttentionOptions options(const std::vector<int64_t>& key_lengths, bool causal, Generator& gen) const;
 
+  // For visualisation: when record_probs is on, every forward keeps its attention
+  // probabilities [B, H, Tq, Tk] in last_probs.
+  bool record_probs = false;
+  mutable Tensor last_probs;
+
   AttentionConfig config;
   Linear q_proj, k_proj, v_proj, out_proj;
   Tensor g;  // [] (or [H] with per_head_g); QKNorm only

@@ -1,0 +1,56 @@
+// Turning encoded sentence pairs into training batches.
+//
+// Batches are length-bucketed: pairs are sorted by length and cut into consecutive runs whose
+// padded size stays within a token budget, so a batch wastes little on padding and holds about
+// the same number of tokens whatever the sentence lengths. The order of the batches is shuffled
+// anew each epoch from (seed, epoch): the whole data order is a function of the seed, and a
+// position in it is just (epoch, batch index) — which is what a checkpoint stores.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace qkgrad::translate {
+
+struct Pair {
+  std::vector<int64_t> src, tgt;  // subword ids, without bos/eos
+};
+
+struct Batch {
+  Tensor src;                       // [B, S]: src ids + eos, padded with pad_id
+  Tensor tgt_in;                    // [B, T]: bos + tgt ids
+  Tensor tgt_out;                   // [B, T]: tgt ids + eos
+  std::vector<int64_t> src_lengths, tgt_lengths;
+  std::vector<int64_t> indices;     // which pairs, in order
+  int64_t src_tokens = 0, tgt_tokens = 0;  // real (non-pad) tokens
+};
+
+struct SpecialIds {
+  int64_t pad = 0, bos = 1, eos = 2;
+};
+
+// Pads a group of pairs into one batch.
+Batch make_batch(const std::vector<Pair>& pairs, const std::vector<int64_t>& indices, SpecialIds ids = {});
+
+class BatchPlan {
+ public:
+  // Groups pair indices into batches of at most max_tokens padded tokens (the larger of the
+  // source and target sides, counting eos/bos); a pair longer than that gets a batch of its own.
+  BatchPlan(const std::vector<Pair>& pairs, int64_t max_tokens);
+
+  int64_t batches_per_epoch() const { return static_cast<int64_t>(groups_.size()); }
+  // The batch order of an epoch: a permutation of 0..batches-1 from (seed, epoch).
+  std::vector<int64_t> epoch_order(uint64_t seed, int64_t epoch) const;
+  const std::vector<int64_t>& group(int64_t i) const { return groups_[static_cast<std::size_t>(i)]; }
+
+ private:
+  std::vector<std::vector<int64_t>> groups_;
+};
+
+// The q-th percentile (0..100) of a list of lengths (nearest rank), e.g. L = the 97.5th
+// percentile of the encoded training lengths sets QKNorm's initial gain.
+double percentile(std::vector<int64_t> values, double q);
+
+}  // namespace qkgrad::translate

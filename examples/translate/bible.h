@@ -1,0 +1,210 @@
+// The default corpus of the translation example: Spanish -> English verse pairs from two
+// public-domain Bibles, the Reina-Valera 1909 (SWORD module spaRV1909eb, Debian package
+// sword-text-sparv) and the World English Bible (engWEB2015eb, package sword-text-web), read
+// with the SWORD command-line tool diatheke (package diatheke).
+//
+// The pipeline, one step per function below:
+//   1. run diatheke, once per testament and module, in its OSIS output format
+//      (run_diatheke in bible.cpp);
+//   2. parse its output into verses keyed by (book, chapter, verse)   parse_diatheke_output
+//   3. clean every verse: markup, footnotes, Strong's numbers, ...    clean_verse & co.
+//   4. align the two Bibles by reference and drop doubtful pairs      align_verses
+//   5. split by whole books, so parallel passages cannot leak         split_of_book
+//   6. write OUT/{train,dev,test}.{es,en} and OUT/stats.txt           prepare_bible
+// docs/bible-corpus.md explains every rule with the real examples it was made for, and gives
+// the counts it produces.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace qkgrad::translate {
+
+// ---- Books and the split ----------------------------------------------------------------
+
+enum class Split { train = 0, dev = 1, test = 2 };
+inline constexpr std::size_t kSplits = 3;
+
+// "train", "dev" or "test".
+const char* split_name(Split split);
+
+// The 66 books of the Protestant canon in canonical order, named exactly as diatheke prints
+// them with its English locale ("-l en"): "Genesis", ..., "I Samuel", ..., "Song of Solomon",
+// ..., "Revelation of John". Genesis..Malachi are the Old Testament (the first 39).
+const std::vector<std::string>& bible_books();
+
+// The position of `book` in bible_books() (0 = Genesis), or -1 for a name not in the list.
+int book_index(const std::string& book);
+
+// Which split a whole book belongs to. Dev: Ezekiel and Romans; test: Daniel and Acts; every
+// other book: train (docs/bible-corpus.md says why these four). Throws qkgrad::Error for a name
+// that is not in bible_books().
+Split split_of_book(const std::string& book);
+
+// ---- Parsing diatheke's output ----------------------------------------------------------
+
+struct VerseRef {
+  std::string book;  // as in bible_books()
+  int chapter = 0;
+  int verse = 0;
+};
+
+// "Psalms 3:1".
+std::string to_string(const VerseRef& ref);
+
+// One verse as diatheke printed it: `heading` is text printed on the verse's line before its
+// reference (the WEB's Psalm titles, "ALEPH" in Psalm 119, the speaker labels of the Song of
+// Solomon), `text` everything after "Book C:V: ", still with its markup.
+struct RawVerse {
+  VerseRef ref;
+  std::string heading;
+  std::string text;
+};
+
+// Splits diatheke's output into verses. A line holding a reference "Book C:V: " of a book in
+// bible_books() starts a verse; a line without one continues the verse before it (joined with
+// a space; blank lines are skipped); the closing line "(<module>)" diatheke prints is skipped.
+// Works for diatheke's plain and OSIS formats. Throws qkgrad::Error, naming the line, for text
+// before the first verse and for a line that looks like a reference of an unknown book.
+std::vector<RawVerse> parse_diatheke_output(const std::string& output, const std::string& module);
+
+// ---- Cleaning one verse -----------------------------------------------------------------
+
+// The text of a verse without its markup, as one line of normalised UTF-8:
+//  - footnotes (<note>...</note>, and plain format's "[1:1 ...]") are removed; where the
+//    converter dropped the space after a footnote ("God<note>...</note>created") a space is
+//    put back, except before closing punctuation;
+//  - every other tag is removed (<w lemma="G5547">...</w>, <milestone/>, <div/>, <l/>), and so
+//    are plain format's Strong's numbers ("Jesucristo <G2424> <G5547>");
+//  - XML entities are decoded (&amp; &lt; &gt; &quot; &apos; &#N; &#xN;);
+//  - a speaker label standing alone between runs of 3+ spaces ("beloved?    Beloved   Under
+//    the apple tree", WEB Song of Solomon 8:5) is removed;
+//  - all whitespace runs become one space, zero-width characters are removed, ends trimmed.
+// Bytes that are not valid UTF-8 are kept as they are (align_verses reports them).
+std::string clean_verse(const std::string& raw);
+
+// True when `text` is well-formed UTF-8 (no overlongs, surrogates or code points > U+10FFFF).
+bool is_valid_utf8(const std::string& text);
+
+// The number of code points in well-formed UTF-8 text (bytes that are not continuation bytes).
+std::size_t utf8_length(const std::string& text);
+
+// The lower-case forms of the words that a text usually writes with a capital letter in the
+// middle of a sentence: names such as "jehová", "moisés". undo_drop_capital uses it.
+std::set<std::string> capitalised_words(const std::vector<std::string>& texts);
+
+// The RV1909 prints the first word of every chapter in capitals, a drop capital ("EN el
+// principio", "Y DESPUÉS movió", "A JEHOVÁ llamé"). This lower-cases the first run of words in
+// capitals, keeping a capital letter where a sentence starts and for the words in `names`
+// ("En el principio", "Y después movió", "A Jehová llamé"). Apply it to verse 1 only.
+std::string undo_drop_capital(const std::string& text, const std::set<std::string>& names);
+
+// The RV1909 ends the Pauline epistles with the KJV's subscriptions ("... Amén. Fué escrita á
+// los Hebreos desde Italia con Timoteo."), which the WEB does not have: this cuts what follows
+// the last "Amén." when something does. Apply it to the last verse of those 14 books.
+std::string strip_subscription(const std::string& text);
+
+// The WEB appends its glossary to Revelation 22:21 ("... Amen. World English Bible Glossary The
+// following words ..."): this cuts the text from that title on.
+std::string strip_appendix(const std::string& text);
+
+// ---- Aligning the two Bibles ------------------------------------------------------------
+
+// A verse after cleaning.
+struct Verse {
+  VerseRef ref;
+  std::string text;
+};
+
+// Cleans every verse of the Spanish module: clean_verse, the subscriptions of the epistles and
+// the drop capital of every chapter. Headings are dropped (the RV1909 has none: its Psalm
+// titles are part of verse 1).
+std::vector<Verse> clean_spanish(const std::vector<RawVerse>& raw);
+
+// Cleans every verse of the English module: clean_verse, the glossary, and the headings: in
+// the Psalms a heading (the Psalm's title, a letter of Psalm 119) is put before the verse's
+// text, as the RV1909 has it; elsewhere (the Song of Solomon's speaker labels) it is dropped.
+// The WEB has no drop capitals, so its capitals ("ALEPH", "MENE, MENE") are left as they are.
+std::vector<Verse> clean_english(const std::vector<RawVerse>& raw);
+
+// Why a verse is not in the corpus.
+enum class DropReason {
+  missing_spanish = 0,  // the reference is only in the English module
+  missing_english,      // only in the Spanish module
+  invalid_utf8,         // one side is not valid UTF-8
+  empty_spanish,        // the Spanish verse is empty after cleaning
+  empty_english,        // the English verse is empty after cleaning
+  chapter_misaligned,   // in a chapter whose verse numbers evidently differ (see below)
+  length_ratio,         // one side more than kMaxLengthRatio times as long as the other
+};
+inline constexpr std::size_t kDropReasons = 7;
+
+// "missing in Spanish", ...
+const char* drop_reason_name(DropReason reason);
+
+// A pair is dropped when one text has more than twice as many characters (code points) as the
+// other: across the whole Bible the Spanish/English ratio has median 0.96 and 99.8% of the
+// verses lie within [0.5, 2]; the pairs outside are mostly verses numbered differently.
+inline constexpr double kMaxLengthRatio = 2.0;
+
+// A chapter is dropped whole when the mean of |ln(spanish length / english length)| over its
+// verse pairs exceeds this: ordinary chapters average 0.11 (99th percentile 0.21); a chapter
+// whose verse numbers are shifted by the module converters (Numbers 13, Job 40, Jonah 2, ...)
+// averages 0.25-0.53, and its pairs would be translations of different verses.
+inline constexpr double kMaxChapterMisfit = 0.23;
+
+// max(a, b) / min(a, b) of the lengths in code points (both must be non-empty).
+double length_ratio(const std::string& a, const std::string& b);
+
+struct VersePair {
+  VerseRef ref;
+  std::string spanish;
+  std::string english;
+};
+
+struct Alignment {
+  std::vector<VersePair> pairs;                     // kept, in canonical order
+  std::array<std::size_t, kDropReasons> dropped{};  // verses dropped, by DropReason
+  std::vector<std::string> misaligned_chapters;     // "Job 40", in canonical order
+};
+
+// Pairs the verses of both modules by reference and applies the drop rules above, in the
+// order of DropReason. Throws qkgrad::Error for a reference that occurs twice in one module.
+Alignment align_verses(const std::vector<Verse>& spanish, const std::vector<Verse>& english);
+
+// ---- The whole pipeline -----------------------------------------------------------------
+
+struct BibleOptions {
+  std::string out_dir;                          // created when missing
+  std::string diatheke = "diatheke";            // program name (found on PATH) or path
+  std::string spanish_module = "spaRV1909eb";   // Debian package sword-text-sparv
+  std::string english_module = "engWEB2015eb";  // Debian package sword-text-web
+  double timeout_seconds = 300;                 // per diatheke run; it is then killed
+};
+
+struct BibleStats {
+  std::array<std::size_t, kSplits> verses{};            // pairs per split (index: Split)
+  std::array<std::size_t, kDropReasons> dropped{};      // by DropReason
+  std::array<std::vector<std::string>, kSplits> books;  // books per split, canonical order
+  std::vector<std::string> misaligned_chapters;         // chapters dropped whole
+  std::string spanish_module, english_module;
+  std::string diatheke_version;                  // "4.8 (SWORD: 1.9.0)"
+  // From the modules' .conf files: "Reina Valera 1909, version 2.60 of 2022-12-23".
+  std::string spanish_version, english_version;
+
+  std::size_t total_verses() const;
+  std::size_t total_dropped() const;
+  // What stats.txt holds: versions, counts per split, drops by reason, books per split.
+  std::string summary() const;
+};
+
+// Builds the corpus into options.out_dir: train.es/.en, dev.es/.en, test.es/.en (one verse per
+// line, line i of X.es translated by line i of X.en) and stats.txt, each written atomically.
+// Throws qkgrad::Error with what to do when diatheke or a module is missing (naming the apt
+// packages), when diatheke fails or runs past the timeout, or when a file cannot be written.
+BibleStats prepare_bible(const BibleOptions& options);
+
+}  // namespace qkgrad::translate

@@ -1,0 +1,598 @@
+// sacreBLEU-compatible BLEU and chrF (see bleu.h for the formulas).
+//
+// The file reads top to bottom in four parts:
+//   1. UTF-8 and whitespace: validity checks, and the whitespace Python's str.split() uses.
+//   2. The 13a tokenizer: sacreBLEU's regular expressions, each written as a character loop.
+//   3. BLEU: n-gram counting, clipped matches, and the score from the corpus statistics.
+//   4. chrF: character n-grams and the F-score averaged over orders; then read_lines.
+//
+// Where sacreBLEU's Python evaluates a formula in a particular order, the code here uses the
+// same order, so the doubles come out the same.
+#include "translate/bleu.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <unordered_map>
+
+#include "core/error.h"
+
+namespace qkgrad::translate {
+
+namespace {
+
+constexpr int kBleuOrder = 4;  // BLEU counts n-grams for n = 1..4
+constexpr int kChrfOrder = 6;  // chrF counts character n-grams for n = 1..6
+constexpr double kChrfBeta = 2.0;
+
+// ------------------------------------------------------------------------------------------
+// 1. UTF-8 and whitespace
+// ------------------------------------------------------------------------------------------
+
+unsigned char byte_at(std::string_view text, std::size_t i) {
+  return static_cast<unsigned char>(text[i]);
+}
+
+bool is_continuation_byte(unsigned char b) { return (b & 0xC0) == 0x80; }
+
+// Length in bytes of the well-formed UTF-8 character starting at text[i], or 0 if the bytes
+// there are not one (overlong forms, UTF-16 surrogates and values above U+10FFFF are invalid,
+// as in Python's strict decoder). The second byte's allowed range depends on the first byte.
+std::size_t utf8_char_length(std::string_view text, std::size_t i) {
+  const unsigned char lead = byte_at(text, i);
+  if (lead < 0x80) return 1;
+  std::size_t length = 0;
+  unsigned char second_lo = 0x80, second_hi = 0xBF;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    if (lead == 0xE0) second_lo = 0xA0;  // no overlong 3-byte forms
+    if (lead == 0xED) second_hi = 0x9F;  // no surrogates U+D800..U+DFFF
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    if (lead == 0xF0) second_lo = 0x90;  // no overlong 4-byte forms
+    if (lead == 0xF4) second_hi = 0x8F;  // nothing above U+10FFFF
+  } else {
+    return 0;  // a stray continuation byte, or C0, C1, F5..FF, which never start a character
+  }
+  if (i + length > text.size()) return 0;
+  const unsigned char second = byte_at(text, i + 1);
+  if (second < second_lo || second > second_hi) return 0;
+  for (std::size_t k = 2; k < length; ++k) {
+    if (!is_continuation_byte(byte_at(text, i + k))) return 0;
+  }
+  return length;
+}
+
+// Byte offset of the first malformed UTF-8 sequence in `text`, or npos if there is none.
+std::size_t first_invalid_utf8(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const std::size_t length = utf8_char_length(text, i);
+    if (length == 0) return i;
+    i += length;
+  }
+  return std::string_view::npos;
+}
+
+// Throws an Error if `line` is not valid UTF-8. `what` names the line, e.g. "reference line 7".
+void check_utf8(std::string_view line, const std::string& where, const std::string& what) {
+  const std::size_t bad = first_invalid_utf8(line);
+  if (bad == std::string_view::npos) return;
+  char byte[8];
+  std::snprintf(byte, sizeof(byte), "0x%02X", static_cast<unsigned>(byte_at(line, bad)));
+  fail(cat(where, ": ", what, " is not valid UTF-8 (byte ", byte, " at byte offset ", bad,
+           "); convert the text to UTF-8 first (e.g. iconv -f latin1 -t utf-8)"));
+}
+
+// If a whitespace character (one that Python's str.split() splits on) starts at text[i], its
+// length in bytes; otherwise 0. The list is Python's: ASCII \t \n \v \f \r, the separators
+// U+001C..U+001F, the space, U+0085, U+00A0, U+1680, U+2000..U+200A, U+2028, U+2029, U+202F,
+// U+205F and U+3000. Every multi-byte pattern starts with a lead byte, so for valid UTF-8 a
+// match is always a whole character.
+std::size_t whitespace_length(std::string_view text, std::size_t i) {
+  const unsigned char b0 = byte_at(text, i);
+  if ((b0 >= 0x09 && b0 <= 0x0D) || (b0 >= 0x1C && b0 <= 0x20)) return 1;
+  const unsigned char b1 = i + 1 < text.size() ? byte_at(text, i + 1) : 0;
+  if (b0 == 0xC2) return (b1 == 0x85 || b1 == 0xA0) ? 2 : 0;  // U+0085, U+00A0
+  const unsigned char b2 = i + 2 < text.size() ? byte_at(text, i + 2) : 0;
+  if (b0 == 0xE1) return (b1 == 0x9A && b2 == 0x80) ? 3 : 0;  // U+1680
+  if (b0 == 0xE3) return (b1 == 0x80 && b2 == 0x80) ? 3 : 0;  // U+3000
+  if (b0 != 0xE2) return 0;
+  if (b1 == 0x80) {
+    const bool spaces = b2 >= 0x80 && b2 <= 0x8A;                // U+2000..U+200A
+    const bool separators = b2 == 0xA8 || b2 == 0xA9 || b2 == 0xAF;  // U+2028, U+2029, U+202F
+    return (spaces || separators) ? 3 : 0;
+  }
+  return (b1 == 0x81 && b2 == 0x9F) ? 3 : 0;  // U+205F
+}
+
+// Offset of the character after the one starting at text[i] (skips its continuation bytes).
+std::size_t next_char(std::string_view text, std::size_t i) {
+  ++i;
+  while (i < text.size() && is_continuation_byte(byte_at(text, i))) ++i;
+  return i;
+}
+
+// The words of `text` split on runs of whitespace, like Python's str.split(). The views point
+// into `text`.
+std::vector<std::string_view> split_words(std::string_view text) {
+  std::vector<std::string_view> words;
+  std::size_t i = 0, word_start = 0;
+  bool in_word = false;
+  while (i < text.size()) {
+    const std::size_t space = whitespace_length(text, i);
+    if (space > 0 && in_word) words.push_back(text.substr(word_start, i - word_start));
+    if (space == 0 && !in_word) word_start = i;
+    in_word = space == 0;
+    i = space > 0 ? i + space : next_char(text, i);
+  }
+  if (in_word) words.push_back(text.substr(word_start));
+  return words;
+}
+
+// `text` without its trailing whitespace, like Python's str.rstrip().
+std::string_view strip_trailing_whitespace(std::string_view text) {
+  std::size_t content_end = 0;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const std::size_t space = whitespace_length(text, i);
+    i = space > 0 ? i + space : next_char(text, i);
+    if (space == 0) content_end = i;
+  }
+  return text.substr(0, content_end);
+}
+
+// The words joined by single spaces, like Python's ' '.join(words).
+std::string join_words(const std::vector<std::string_view>& words) {
+  std::string out;
+  for (std::size_t k = 0; k < words.size(); ++k) {
+    if (k > 0) out += ' ';
+    out += words[k];
+  }
+  return out;
+}
+
+// `text` with all whitespace removed, like Python's ''.join(text.split()).
+std::string remove_whitespace(std::string_view text) {
+  std::string out;
+  for (std::string_view word : split_words(text)) out += word;
+  return out;
+}
+
+// ------------------------------------------------------------------------------------------
+// 2. The 13a tokenizer
+// ------------------------------------------------------------------------------------------
+
+// Every occurrence of `from` replaced by `to`, scanning left to right without overlaps, like
+// Python's str.replace.
+std::string replace_all(std::string_view text, std::string_view from, std::string_view to) {
+  std::string out;
+  std::size_t start = 0;
+  for (std::size_t hit = text.find(from); hit != std::string_view::npos;
+       hit = text.find(from, start)) {
+    out.append(text.substr(start, hit - start));
+    out.append(to);
+    start = hit + from.size();
+  }
+  out.append(text.substr(start));
+  return out;
+}
+
+// The language-independent part of 13a: drop "<skipped>" markers, rejoin words hyphenated
+// across lines, turn line breaks into spaces, and unescape the four HTML entities mteval knows
+// (in this order, so "&amp;lt;" becomes "<").
+std::string clean_markup(std::string_view line) {
+  std::string text = replace_all(line, "<skipped>", "");
+  text = replace_all(text, "-\n", "");
+  text = replace_all(text, "\n", " ");
+  text = replace_all(text, "&quot;", "\"");
+  text = replace_all(text, "&amp;", "&");
+  text = replace_all(text, "&lt;", "<");
+  text = replace_all(text, "&gt;", ">");
+  return text;
+}
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_period_or_comma(char c) { return c == '.' || c == ','; }
+
+// The characters 13a always splits off: sacreBLEU's class [\{-\~\[-\` -\&\(-\+\:-\@\/], that is
+// { | } ~  [ \ ] ^ _ `  space ! " # $ % &  ( ) * +  : ; < = > ? @  and /.
+// Not in it: the apostrophe, the hyphen, the period and the comma (handled by the rules below).
+bool is_13a_symbol(char c) {
+  return (c >= '{' && c <= '~') || (c >= '[' && c <= '`') || (c >= ' ' && c <= '&') ||
+         (c >= '(' && c <= '+') || (c >= ':' && c <= '@') || c == '/';
+}
+
+// Rule 1: a space on both sides of every symbol.
+std::string space_symbols(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() * 2);
+  for (char c : text) {
+    if (is_13a_symbol(c)) {
+      out += ' ';
+      out += c;
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// One pass of a regular-expression substitution whose pattern is exactly two characters, as
+// Python's re.sub runs it: scan left to right; where `matches(a, b)` holds, write `rewrite(a, b)`
+// and continue after b (matches never overlap); elsewhere copy the character. Working on bytes
+// gives the same result as working on code points: one side of every pattern is an ASCII
+// character, which never occurs inside a multi-byte UTF-8 character, so a match always lies on
+// a character boundary (and the other side, "not a digit", is equally true of any byte of a
+// multi-byte character).
+template <typename Matches, typename Rewrite>
+std::string substitute_pairs(std::string_view text, Matches matches, Rewrite rewrite) {
+  std::string out;
+  out.reserve(text.size() + text.size() / 2);
+  std::size_t i = 0;
+  while (i < text.size()) {
+    if (i + 1 < text.size() && matches(text[i], text[i + 1])) {
+      out += rewrite(text[i], text[i + 1]);
+      i += 2;
+    } else {
+      out += text[i];
+      i += 1;
+    }
+  }
+  return out;
+}
+
+// Rule 2, ([^0-9])([\.,]) -> "\1 \2 ": split a period or comma off what precedes it, unless
+// that is a digit.
+std::string split_period_after_non_digit(std::string_view text) {
+  return substitute_pairs(
+      text, [](char a, char b) { return !is_digit(a) && is_period_or_comma(b); },
+      [](char a, char b) { return std::string{a, ' ', b, ' '}; });
+}
+
+// Rule 3, ([\.,])([^0-9]) -> " \1 \2": split a period or comma off what follows it, unless that
+// is a digit. Together with rule 2 this keeps "3.14" and "1,000" whole.
+std::string split_period_before_non_digit(std::string_view text) {
+  return substitute_pairs(
+      text, [](char a, char b) { return is_period_or_comma(a) && !is_digit(b); },
+      [](char a, char b) { return std::string{' ', a, ' ', b}; });
+}
+
+// Rule 4, ([0-9])(-) -> "\1 \2 ": split a hyphen off a digit before it ("1990-2000").
+std::string split_dash_after_digit(std::string_view text) {
+  return substitute_pairs(
+      text, [](char a, char b) { return is_digit(a) && b == '-'; },
+      [](char a, char b) { return std::string{a, ' ', b, ' '}; });
+}
+
+// ------------------------------------------------------------------------------------------
+// 3. BLEU
+// ------------------------------------------------------------------------------------------
+
+// Counts of n-grams (or character n-grams). The keys are views into the text they came from.
+using NgramCounts = std::unordered_map<std::string_view, int64_t>;
+
+// The text of words[first .. first + n - 1]. The words must be views into one string in which
+// they are separated by exactly one space, so equal n-grams give equal views.
+std::string_view word_ngram(const std::vector<std::string_view>& words, std::size_t first,
+                            std::size_t n) {
+  const std::string_view last = words[first + n - 1];
+  const std::size_t length =
+      static_cast<std::size_t>(last.data() + last.size() - words[first].data());
+  return {words[first].data(), length};
+}
+
+NgramCounts count_word_ngrams(const std::vector<std::string_view>& words, std::size_t n) {
+  NgramCounts counts;
+  for (std::size_t i = 0; i + n <= words.size(); ++i) ++counts[word_ngram(words, i, n)];
+  return counts;
+}
+
+// Sum over hypothesis n-grams of min(count in hypothesis, count in reference).
+int64_t clipped_matches(const NgramCounts& hyp, const NgramCounts& ref) {
+  int64_t matches = 0;
+  for (const auto& [ngram, count] : hyp) {
+    const auto found = ref.find(ngram);
+    if (found != ref.end()) matches += std::min(count, found->second);
+  }
+  return matches;
+}
+
+int64_t total_count(const NgramCounts& counts) {
+  int64_t total = 0;
+  for (const auto& entry : counts) total += entry.second;
+  return total;
+}
+
+// A line as BLEU sees it: trailing whitespace stripped (sacreBLEU does this before
+// tokenizing), tokenized, and with its words separated by single spaces.
+std::string bleu_words(std::string_view line, BleuTokenize tokenize) {
+  const std::string_view stripped = strip_trailing_whitespace(line);
+  if (tokenize == BleuTokenize::t13a) return tokenize_13a(stripped);
+  return join_words(split_words(stripped));
+}
+
+// One segment's contribution to the corpus statistics.
+BleuStats segment_bleu_stats(std::string_view hypothesis, std::string_view reference,
+                             BleuTokenize tokenize) {
+  const std::string hyp_text = bleu_words(hypothesis, tokenize);
+  const std::string ref_text = bleu_words(reference, tokenize);
+  const std::vector<std::string_view> hyp = split_words(hyp_text);
+  const std::vector<std::string_view> ref = split_words(ref_text);
+  BleuStats stats;
+  stats.hyp_len = static_cast<int64_t>(hyp.size());
+  stats.ref_len = static_cast<int64_t>(ref.size());
+  for (int n = 1; n <= kBleuOrder; ++n) {
+    const NgramCounts hyp_ngrams = count_word_ngrams(hyp, static_cast<std::size_t>(n));
+    const NgramCounts ref_ngrams = count_word_ngrams(ref, static_cast<std::size_t>(n));
+    stats.total[n - 1] = total_count(hyp_ngrams);
+    stats.correct[n - 1] = clipped_matches(hyp_ngrams, ref_ngrams);
+  }
+  return stats;
+}
+
+// The checks both corpus metrics make before scoring: as many references as hypotheses, at
+// least one pair, UTF-8 everywhere, and no empty reference.
+void check_corpus(const std::vector<std::string>& hypotheses,
+                  const std::vector<std::string>& references, const std::string& where) {
+  QKGRAD_CHECK(hypotheses.size() == references.size(), where, ": ", hypotheses.size(),
+               " hypothesis lines but ", references.size(),
+               " reference lines; give exactly one reference line per hypothesis line");
+  QKGRAD_CHECK(!hypotheses.empty(), where, ": no hypotheses to score (the corpus is empty)");
+  for (std::size_t i = 0; i < hypotheses.size(); ++i) {
+    const std::string line = std::to_string(i + 1);
+    check_utf8(hypotheses[i], where, "hypothesis line " + line);
+    check_utf8(references[i], where, "reference line " + line);
+    QKGRAD_CHECK(!references[i].empty(), where, ": reference line ", line,
+                 " is empty (sacreBLEU refuses empty references too); remove that pair from "
+                 "both files or give it a reference");
+  }
+}
+
+// exp(1 - ref_len / hyp_len) when the hypotheses are shorter than the references, else 1;
+// 0 when the hypotheses have no words at all.
+double brevity_penalty(int64_t hyp_len, int64_t ref_len) {
+  if (hyp_len >= ref_len) return 1.0;
+  if (hyp_len == 0) return 0.0;
+  return std::exp(1.0 - static_cast<double>(ref_len) / static_cast<double>(hyp_len));
+}
+
+// The n-gram precisions in percent with sacreBLEU's 'exp' smoothing: the k-th order without
+// matches gets 100 / (2^k · total). An order without any hypothesis n-grams, and every order
+// after it, keeps precision 0 (sacreBLEU stops there), which makes the score 0.
+void smoothed_precisions(const BleuStats& stats, double precision[kBleuOrder]) {
+  double smoothing = 1.0;
+  for (int n = 0; n < kBleuOrder; ++n) {
+    const double total = static_cast<double>(stats.total[n]);
+    if (stats.total[n] == 0) break;
+    if (stats.correct[n] == 0) {
+      smoothing *= 2.0;
+      precision[n] = 100.0 / (smoothing * total);
+    } else {
+      precision[n] = 100.0 * static_cast<double>(stats.correct[n]) / total;
+    }
+  }
+}
+
+// sacreBLEU's log that maps 0 to -9999999999 (so exp of the mean is 0 instead of an error).
+double floored_log(double x) { return x == 0.0 ? -9999999999.0 : std::log(x); }
+
+// The sum of `values` as Python's built-in sum() computes it since Python 3.12: Neumaier's
+// compensated summation, which carries the rounding error of each addition in `compensation`
+// and adds it back at the end. (A plain loop can differ in the last bit; Python 3.11 and older
+// sum plainly, so their sacreBLEU scores can differ from these by that much.)
+double python_sum(const double* values, int count) {
+  double sum = 0.0, compensation = 0.0;
+  for (int k = 0; k < count; ++k) {
+    const double x = values[k];
+    const double t = sum + x;
+    compensation += std::fabs(sum) >= std::fabs(x) ? (sum - t) + x : (x - t) + sum;
+    sum = t;
+  }
+  if (compensation != 0.0 && std::isfinite(compensation)) sum += compensation;
+  return sum;
+}
+
+bool any_match(const BleuStats& stats) {
+  for (int64_t c : stats.correct) {
+    if (c != 0) return true;
+  }
+  return false;
+}
+
+// printf-style fixed-point text of `value` with `digits` decimals; like Python's f"{x:.2f}",
+// glibc rounds the exact binary value to nearest (ties to even).
+std::string fixed(double value, int digits) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%.*f", digits, value);
+  return buffer;
+}
+
+// ------------------------------------------------------------------------------------------
+// 4. chrF
+// ------------------------------------------------------------------------------------------
+
+// Per order n = 1..6: character n-grams in the hypotheses, in the references, and matched.
+struct ChrfStats {
+  int64_t hyp[kChrfOrder] = {};
+  int64_t ref[kChrfOrder] = {};
+  int64_t match[kChrfOrder] = {};
+};
+
+// Byte offsets of the characters of `text`, plus text.size() at the end, so character k spans
+// [starts[k], starts[k + 1]).
+std::vector<std::size_t> char_starts(std::string_view text) {
+  std::vector<std::size_t> starts;
+  for (std::size_t i = 0; i < text.size(); i = next_char(text, i)) starts.push_back(i);
+  starts.push_back(text.size());
+  return starts;
+}
+
+NgramCounts count_char_ngrams(std::string_view text, const std::vector<std::size_t>& starts,
+                              std::size_t n) {
+  NgramCounts counts;
+  const std::size_t chars = starts.size() - 1;
+  for (std::size_t k = 0; k + n <= chars; ++k) {
+    ++counts[text.substr(starts[k], starts[k + n] - starts[k])];
+  }
+  return counts;
+}
+
+// Adds one segment's character n-gram statistics to `stats`. Whitespace is removed first. As in
+// sacreBLEU, a hypothesis's n-grams of an order the reference is too short for are not counted.
+void add_segment_chrf_stats(std::string_view hypothesis, std::string_view reference,
+                            ChrfStats& stats) {
+  const std::string hyp = remove_whitespace(hypothesis);
+  const std::string ref = remove_whitespace(reference);
+  const std::vector<std::size_t> hyp_starts = char_starts(hyp);
+  const std::vector<std::size_t> ref_starts = char_starts(ref);
+  for (int n = 1; n <= kChrfOrder; ++n) {
+    const NgramCounts hyp_ngrams = count_char_ngrams(hyp, hyp_starts, static_cast<std::size_t>(n));
+    const NgramCounts ref_ngrams = count_char_ngrams(ref, ref_starts, static_cast<std::size_t>(n));
+    stats.hyp[n - 1] += ref_ngrams.empty() ? 0 : total_count(hyp_ngrams);
+    stats.ref[n - 1] += total_count(ref_ngrams);
+    stats.match[n - 1] += clipped_matches(hyp_ngrams, ref_ngrams);
+  }
+}
+
+// chrF from corpus statistics: average precision and recall over the orders both sides have
+// ("effective order", sacreBLEU's default without eps smoothing), then the F-beta score.
+double chrf_from_stats(const ChrfStats& stats) {
+  double avg_precision = 0.0, avg_recall = 0.0;
+  int effective_order = 0;
+  for (int n = 0; n < kChrfOrder; ++n) {
+    if (stats.hyp[n] > 0 && stats.ref[n] > 0) {
+      avg_precision += static_cast<double>(stats.match[n]) / static_cast<double>(stats.hyp[n]);
+      avg_recall += static_cast<double>(stats.match[n]) / static_cast<double>(stats.ref[n]);
+      ++effective_order;
+    }
+  }
+  if (effective_order > 0) {
+    avg_precision /= effective_order;
+    avg_recall /= effective_order;
+  }
+  if (avg_precision + avg_recall == 0.0) return 0.0;
+  const double factor = kChrfBeta * kChrfBeta;
+  const double f = (1.0 + factor) * avg_precision * avg_recall /
+                   (factor * avg_precision + avg_recall);
+  return 100.0 * f;
+}
+
+// The whole of a file, or an Error naming it.
+std::string read_file_bytes(const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  QKGRAD_CHECK(file != nullptr, "read_lines: cannot open '", path, "': ", std::strerror(errno));
+  std::string bytes;
+  char buffer[1 << 16];
+  std::size_t got = 0;
+  while ((got = std::fread(buffer, 1, sizeof(buffer), file)) > 0) bytes.append(buffer, got);
+  const bool failed = std::ferror(file) != 0;
+  std::fclose(file);
+  QKGRAD_CHECK(!failed, "read_lines: error while reading '", path, "'");
+  return bytes;
+}
+
+}  // namespace
+
+BleuStats& BleuStats::operator+=(const BleuStats& other) {
+  hyp_len += other.hyp_len;
+  ref_len += other.ref_len;
+  for (int n = 0; n < kBleuOrder; ++n) {
+    correct[n] += other.correct[n];
+    total[n] += other.total[n];
+  }
+  return *this;
+}
+
+std::string BleuScore::format() const {
+  std::string out = "BLEU = ";
+  out += fixed(score, 2);
+  for (int n = 0; n < kBleuOrder; ++n) {
+    out += n == 0 ? " " : "/";
+    out += fixed(precision[n], 1);
+  }
+  out += " (BP = ";
+  out += fixed(brevity_penalty, 3);
+  out += " ratio = ";
+  out += fixed(ratio, 3);
+  out += " hyp_len = ";
+  out += std::to_string(hyp_len);
+  out += " ref_len = ";
+  out += std::to_string(ref_len);
+  out += ")";
+  return out;
+}
+
+std::string tokenize_13a(std::string_view line) {
+  std::string text = " ";  // sacreBLEU pads the line with a space on each side
+  text += clean_markup(line);
+  text += ' ';
+  text = space_symbols(text);
+  text = split_period_after_non_digit(text);
+  text = split_period_before_non_digit(text);
+  text = split_dash_after_digit(text);
+  return join_words(split_words(text));
+}
+
+BleuStats corpus_bleu_stats(const std::vector<std::string>& hypotheses,
+                            const std::vector<std::string>& references, BleuTokenize tokenize) {
+  check_corpus(hypotheses, references, "corpus_bleu");
+  BleuStats stats;
+  for (std::size_t i = 0; i < hypotheses.size(); ++i) {
+    stats += segment_bleu_stats(hypotheses[i], references[i], tokenize);
+  }
+  return stats;
+}
+
+BleuScore bleu_from_stats(const BleuStats& stats) {
+  BleuScore result;
+  result.hyp_len = stats.hyp_len;
+  result.ref_len = stats.ref_len;
+  result.brevity_penalty = brevity_penalty(stats.hyp_len, stats.ref_len);
+  result.ratio = stats.ref_len > 0
+                     ? static_cast<double>(stats.hyp_len) / static_cast<double>(stats.ref_len)
+                     : 0.0;
+  if (!any_match(stats)) return result;  // score 0, precisions reported as 0 (sacreBLEU #141)
+  smoothed_precisions(stats, result.precision);
+  double logs[kBleuOrder];
+  for (int n = 0; n < kBleuOrder; ++n) logs[n] = floored_log(result.precision[n]);
+  result.score = result.brevity_penalty * std::exp(python_sum(logs, kBleuOrder) / kBleuOrder);
+  return result;
+}
+
+BleuScore corpus_bleu(const std::vector<std::string>& hypotheses,
+                      const std::vector<std::string>& references, BleuTokenize tokenize) {
+  return bleu_from_stats(corpus_bleu_stats(hypotheses, references, tokenize));
+}
+
+double corpus_chrf(const std::vector<std::string>& hypotheses,
+                   const std::vector<std::string>& references) {
+  check_corpus(hypotheses, references, "corpus_chrf");
+  ChrfStats stats;
+  for (std::size_t i = 0; i < hypotheses.size(); ++i) {
+    add_segment_chrf_stats(hypotheses[i], references[i], stats);
+  }
+  return chrf_from_stats(stats);
+}
+
+std::vector<std::string> read_lines(const std::string& path) {
+  const std::string bytes = read_file_bytes(path);
+  std::vector<std::string> lines;
+  std::size_t start = 0;
+  while (start < bytes.size()) {
+    std::size_t end = bytes.find('\n', start);
+    if (end == std::string::npos) end = bytes.size();
+    const std::string_view line = std::string_view(bytes).substr(start, end - start);
+    check_utf8(line, "read_lines", "'" + path + "' line " + std::to_string(lines.size() + 1));
+    lines.emplace_back(strip_trailing_whitespace(line));
+    start = end + 1;
+  }
+  return lines;
+}
+
+}  // namespace qkgrad::translate

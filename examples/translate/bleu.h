@@ -1,0 +1,93 @@
+// sacreBLEU-compatible scoring of translations: corpus BLEU (with its 13a tokenizer) and chrF.
+//
+// The numbers match sacreBLEU 2.x with a single reference and its defaults, so a score printed
+// here can be compared with published ones:
+//
+//   BLEU  (sacreBLEU's BLEU(): tokenize '13a', smooth 'exp', n-gram order 4, case-sensitive)
+//     Each hypothesis and reference line is tokenized, then for n = 1..4
+//       total[n]   = number of n-grams in the hypotheses
+//       correct[n] = the hypothesis n-grams also in the reference, each counted at most as often
+//                    as it occurs there ("clipped"), summed over the corpus
+//       p[n]       = 100 · correct[n] / total[n]          (percent)
+//     BLEU = BP · exp( (log p1 + log p2 + log p3 + log p4) / 4 )
+//     BP   = 1 if hyp_len ≥ ref_len, else exp(1 − ref_len / hyp_len)   (0 when hyp_len = 0)
+//     'exp' smoothing: the k-th order with correct[n] = 0 gets p[n] = 100 / (2^k · total[n]);
+//     if no n-gram matches at all, BLEU = 0 and all precisions are reported as 0.
+//
+//   chrF  (sacreBLEU's CHRF(): character n-grams 1..6, no word n-grams, beta = 2, whitespace
+//     removed, no eps smoothing). Character n-gram counts are summed over the corpus; for each
+//     order that both sides have, precision P_n = matched / hyp and recall R_n = matched / ref;
+//     P and R are the averages over those orders, and chrF = 100 · (1 + β²) P R / (β² P + R).
+//
+// Text is UTF-8; "characters" are Unicode code points and "whitespace" is what Python's
+// str.split() splits on (ASCII whitespace, U+0085, U+00A0, U+2000..U+200A, U+3000, ...),
+// because that is what sacreBLEU sees.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace qkgrad::translate {
+
+// How BLEU splits a line into words.
+//   t13a: the mteval-v13a rules (sacreBLEU's default, for detokenized text)
+//   none: split on whitespace only (like multi-bleu.perl on text that is already tokenized)
+enum class BleuTokenize { t13a, none };
+
+// A corpus BLEU score and its parts, as sacreBLEU reports them.
+struct BleuScore {
+  double score = 0.0;                        // 0..100
+  double precision[4] = {0.0, 0.0, 0.0, 0.0};  // n-gram precisions in percent, n = 1..4
+  double brevity_penalty = 0.0;
+  double ratio = 0.0;                        // hyp_len / ref_len (0 when ref_len = 0)
+  int64_t hyp_len = 0;                       // words in all hypotheses
+  int64_t ref_len = 0;                       // words in all references
+
+  // sacreBLEU's one-line summary, e.g.
+  //   BLEU = 33.24 64.9/40.5/26.6/17.8 (BP = 0.995 ratio = 0.995 hyp_len = 1234 ref_len = 1240)
+  std::string format() const;
+};
+
+// BLEU's sufficient statistics: everything the score depends on. Statistics of parts of a
+// corpus add up (operator+=) to those of the whole.
+struct BleuStats {
+  int64_t hyp_len = 0;
+  int64_t ref_len = 0;
+  int64_t correct[4] = {0, 0, 0, 0};  // clipped n-gram matches, n = 1..4
+  int64_t total[4] = {0, 0, 0, 0};    // hypothesis n-grams, n = 1..4
+
+  BleuStats& operator+=(const BleuStats& other);
+};
+
+// sacreBLEU's 13a tokenizer on one line: removes "<skipped>", joins "-\n" hyphenations,
+// unescapes &quot; &amp; &lt; &gt;, splits off punctuation and symbols (but keeps "3.14",
+// "1,000" and "don't" whole), and returns the tokens joined by single spaces.
+std::string tokenize_13a(std::string_view line);
+
+// Corpus BLEU of hypotheses[i] against references[i] (one reference per hypothesis).
+// Throws qkgrad::Error if the counts differ, a line is not UTF-8, the corpus is empty, or a
+// reference is the empty string (sacreBLEU refuses those too).
+BleuScore corpus_bleu(const std::vector<std::string>& hypotheses,
+                      const std::vector<std::string>& references,
+                      BleuTokenize tokenize = BleuTokenize::t13a);
+
+// The statistics corpus_bleu computes its score from (same checks, same errors).
+BleuStats corpus_bleu_stats(const std::vector<std::string>& hypotheses,
+                            const std::vector<std::string>& references,
+                            BleuTokenize tokenize = BleuTokenize::t13a);
+
+// The BLEU score (exp smoothing, order 4) of already collected statistics.
+BleuScore bleu_from_stats(const BleuStats& stats);
+
+// Corpus chrF (0..100) with sacreBLEU's CHRF defaults; same checks and errors as corpus_bleu.
+double corpus_chrf(const std::vector<std::string>& hypotheses,
+                   const std::vector<std::string>& references);
+
+// Reads a text file into lines, like sacreBLEU's command line does: lines end at '\n', and
+// trailing whitespace (including a Windows '\r') is removed from each line. Every line must be
+// valid UTF-8; an invalid one is an Error naming the file and line number.
+std::vector<std::string> read_lines(const std::string& path);
+
+}  // namespace qkgrad::translate

@@ -1,0 +1,117 @@
+#include "translate/corpus.h"
+
+#include <cstdio>
+
+#include "core/error.h"
+#include "nn/atomic_file.h"
+
+namespace qkgrad::translate {
+
+bool valid_utf8(const std::string& s, std::size_t* bad_offset) {
+  std::size_t i = 0;
+  const std::size_t n = s.size();
+  while (i < n) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    std::size_t len = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c >> 5) == 0x6) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c >> 4) == 0xE) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c >> 3) == 0x1E) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      if (bad_offset) *bad_offset = i;
+      return false;
+    }
+    bool ok = i + len <= n;
+    for (std::size_t k = 1; ok && k < len; ++k) {
+      const unsigned char d = static_cast<unsigned char>(s[i + k]);
+      ok = (d >> 6) == 0x2;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    // Reject overlong encodings, surrogates and code points past U+10FFFF.
+    ok = ok && !(len == 2 && cp < 0x80) && !(len == 3 && cp < 0x800) && !(len == 4 && cp < 0x10000) &&
+         !(cp >= 0xD800 && cp <= 0xDFFF) && cp <= 0x10FFFF;
+    if (!ok) {
+      if (bad_offset) *bad_offset = i;
+      return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+std::vector<std::string> read_text_lines(const std::string& path) {
+  // 4 GiB is far above any corpus this program trains on, and still a bound.
+  const std::string text = read_file(path, std::size_t{1} << 32);
+  std::vector<std::string> lines;
+  std::size_t start = 0;
+  int64_t line_no = 1;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(start, end - start);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    QKGRAD_CHECK(line.find('\0') == std::string::npos, path, ":", line_no,
+                 ": contains a NUL byte; this is not a text file (or it is UTF-16: convert it to UTF-8)");
+    std::size_t bad = 0;
+    QKGRAD_CHECK(valid_utf8(line, &bad), path, ":", line_no, ": invalid UTF-8 at byte ", bad + 1,
+                 " of the line; convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)");
+    lines.push_back(std::move(line));
+    start = end + 1;
+    ++line_no;
+  }
+  return lines;
+}
+
+std::string normalize_spaces(const std::string& line) {
+  std::string out;
+  bool pending_space = false;
+  for (char ch : line) {
+    const bool space = ch == ' ' || ch == '\t' || ch == '\v' || ch == '\f' || ch == '\r' || ch == '\n';
+    if (space) {
+      pending_space = !out.empty();
+      continue;
+    }
+    if (pending_space) out.push_back(' ');
+    pending_space = false;
+    out.push_back(ch);
+  }
+  return out;
+}
+
+std::string ParallelCorpus::summary() const {
+  return cat(src.size(), " pairs (dropped: ", dropped_empty, " with an empty side, ", dropped_long,
+             " over the length limit)");
+}
+
+ParallelCorpus read_parallel(const std::string& src_path, const std::string& tgt_path, std::size_t max_line_bytes) {
+  const std::vector<std::string> src = read_text_lines(src_path);
+  const std::vector<std::string> tgt = read_text_lines(tgt_path);
+  QKGRAD_CHECK(src.size() == tgt.size(), "misaligned corpus: ", src_path, " has ", src.size(), " lines but ",
+               tgt_path, " has ", tgt.size(), "; line i of one must translate line i of the other");
+  ParallelCorpus corpus;
+  for (std::size_t i = 0; i < src.size(); ++i) {
+    std::string s = normalize_spaces(src[i]), t = normalize_spaces(tgt[i]);
+    if (s.empty() || t.empty()) {
+      ++corpus.dropped_empty;
+    } else if (s.size() > max_line_bytes || t.size() > max_line_bytes) {
+      ++corpus.dropped_long;
+    } else {
+      corpus.src.push_back(std::move(s));
+      corpus.tgt.push_back(std::move(t));
+    }
+  }
+  QKGRAD_CHECK(!corpus.src.empty(), "empty corpus: ", src_path, " and ", tgt_path, " have no usable line pairs (",
+               corpus.summary(), ")");
+  return corpus;
+}
+
+}  // namespace qkgrad::translate

@@ -1,0 +1,33 @@
+// Reading text corpora safely: UTF-8 validation with the file and line of the first bad byte,
+// CRLF line endings, NUL bytes, over-long lines and misaligned parallel files.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace qkgrad::translate {
+
+// The lines of a UTF-8 text file (line endings \n or \r\n, stripped). Throws an Error naming the
+// file and line for invalid UTF-8 or a NUL byte, and for a missing or unreadable file.
+std::vector<std::string> read_text_lines(const std::string& path);
+
+// Is `text` valid UTF-8? If not, `bad_offset` gets the offset of the first invalid byte.
+bool valid_utf8(const std::string& text, std::size_t* bad_offset = nullptr);
+
+// Collapses runs of whitespace (spaces, tabs, ...) to one space and trims both ends.
+std::string normalize_spaces(const std::string& line);
+
+struct ParallelCorpus {
+  std::vector<std::string> src, tgt;  // aligned, whitespace-normalised, both non-empty
+  int64_t dropped_empty = 0;          // pairs where a side was empty or whitespace only
+  int64_t dropped_long = 0;           // pairs where a side had more than max_line_bytes
+  std::string summary() const;        // "12,345 pairs (dropped: 3 empty, 1 over 4096 bytes)"
+};
+
+// Reads two aligned files (line i of one translates line i of the other). Different line counts
+// are an Error naming both files and both counts; an empty result is an Error too.
+ParallelCorpus read_parallel(const std::string& src_path, const std::string& tgt_path,
+                             std::size_t max_line_bytes = 2000);
+
+}  // namespace qkgrad::translate

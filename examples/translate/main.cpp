@@ -1,0 +1,318 @@
+// qkgrad-translate: the translation program. Subcommands:
+//   prepare-bible  build the embedded Spanish→English Bible corpus from Debian packages
+//   train          train a Transformer (QKNorm or scaled dot-product) with subwords and BLEU
+//   translate      translate sentences with beam search
+//   eval           translate a split and score it (BLEU, chrF)
+//   bleu           score a hypothesis file against a reference (sacreBLEU-compatible)
+//   grads          dump one batch's loss and gradients for cross-checking other frameworks
+//   attention      draw every layer's and head's attention for one sentence (SVG)
+// Every subcommand has --help. Exit status: 0 success, 1 error, 2 usage error, 130 Ctrl-C.
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <string>
+
+#include "core/autograd.h"
+#include "core/error.h"
+#include "nn/atomic_file.h"
+#include "nn/json.h"
+#include "translate/args.h"
+#include "translate/batching.h"
+#include "translate/beam_search.h"
+#include "translate/bible.h"
+#include "translate/bleu.h"
+#include "translate/corpus.h"
+#include "translate/grad_dump.h"
+#include "translate/run_dir.h"
+#include "translate/svg.h"
+#include "translate/trainer.h"
+
+using namespace qkgrad;
+using namespace qkgrad::translate;
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: qkgrad-translate COMMAND [options]   (COMMAND --help for its options)\n"
+    "commands:\n"
+    "  prepare-bible  build the Spanish->English Bible corpus from Debian's SWORD packages\n"
+    "  train          train a translation Transformer (QKNorm or scaled dot-product attention)\n"
+    "  translate      translate sentences (stdin or --input) with beam search\n"
+    "  eval           translate a data split and report BLEU and chrF\n"
+    "  bleu           corpus BLEU and chrF of a hypothesis file against a reference\n"
+    "  grads          write one batch's loss and every gradient (safetensors) for cross-checks\n"
+    "  attention      draw the attention of every layer and head for one sentence (SVG)\n";
+
+std::vector<std::string> read_input_lines(const std::string& input) {
+  if (!input.empty()) return read_text_lines(input);
+  std::vector<std::string> lines;
+  std::string line;
+  int64_t n = 0;
+  while (std::getline(std::cin, line)) {
+    ++n;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    std::size_t bad = 0;
+    QKGRAD_CHECK(valid_utf8(line, &bad), "<stdin>:", n, ": invalid UTF-8 at byte ", bad + 1);
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+std::vector<std::string> translate_lines(LoadedModel& m, const std::vector<std::string>& lines, const BeamOptions& beam) {
+  std::vector<std::vector<int64_t>> sources;
+  for (const auto& l : lines) sources.push_back(m.subwords->encode(normalize_spaces(l)));
+  const auto out = translate_all(*m.model, sources, beam);
+  std::vector<std::string> text;
+  for (const auto& ids : out) text.push_back(m.subwords->decode(ids));
+  return text;
+}
+
+int cmd_prepare_bible(int argc, char** argv) {
+  BibleOptions o;
+  Args args("qkgrad-translate prepare-bible",
+            "Builds train/dev/test.{es,en} from the Reina-Valera 1909 (Spanish) and World English Bible\n"
+            "SWORD modules (apt-get install diatheke sword-text-sparv sword-text-web).");
+  args.option("out", "output directory", &o.out_dir, true);
+  args.option("diatheke", "the diatheke program", &o.diatheke);
+  if (!args.parse(argc, argv, 2)) return 0;
+  const BibleStats stats = prepare_bible(o);
+  std::printf("%s\n", stats.summary().c_str());
+  return 0;
+}
+
+int cmd_train(int argc, char** argv) {
+  TrainOptions o;
+  Args args("qkgrad-translate train",
+            "Trains a joint SentencePiece model (unless RUNDIR has one) and an encoder-decoder Transformer on\n"
+            "DATA/train.{SRC,TGT}, evaluating dev BLEU on DATA/dev.{SRC,TGT}; keeps RUNDIR/checkpoints/{best,last}.\n"
+            "Ctrl-C saves a resumable checkpoint; --resume continues exactly.");
+  args.option("data", "directory with train/dev/test.{SRC,TGT}", &o.data_dir, true);
+  args.option("src", "source language suffix", &o.src);
+  args.option("tgt", "target language suffix", &o.tgt);
+  args.option("run", "run directory (created)", &o.run_dir, true);
+  args.choice("attn", "attention", &o.attention, {"qknorm", "scaled_dot"});
+  args.choice("norm", "normalisation", &o.norm, {"layer_norm", "scale_norm"});
+  args.choice("preset", "model size and recipe", &o.preset, {"tiny", "demo", "small", "paper"});
+  args.option("max-minutes", "time budget (preset's if unset; 0: none)", &o.max_minutes, 0, 1e7);
+  args.option("max-steps", "step budget (preset's if unset)", &o.max_steps, 1, int64_t{1} << 40);
+  args.option("seed", "seed for subwords, initialisation, dropout and data order", &o.seed, 0, int64_t{1} << 62);
+  args.option("vocab-size", "subword vocabulary size (preset's if unset)", &o.vocab_size, 8, 1000000);
+  args.option("batch-tokens", "padded tokens per batch (preset's if unset)", &o.batch_tokens, 16, 10000000);
+  args.option("lr", "peak learning rate (preset's if unset)", &o.lr, 1e-9, 10);
+  args.option("warmup", "warmup steps (preset's if unset)", &o.warmup, 0, int64_t{1} << 40);
+  args.option("eval-every", "steps between dev evaluations (preset's if unset)", &o.eval_every, 1, int64_t{1} << 40);
+  args.option("eval-sentences", "dev sentences translated at each evaluation (0: all)", &o.eval_sentences, 0, int64_t{1} << 40);
+  args.option("patience", "stop after this many evaluations without a better dev BLEU", &o.patience, 1, 1000000);
+  args.option("label-smoothing", "label smoothing epsilon", &o.label_smoothing, 0, 1);
+  args.option("clip", "global gradient-norm clip", &o.clip, 1e-6, 1e6);
+  args.option("beam", "beam size for dev BLEU", &o.beam, 1, 64);
+  args.option("alpha", "length penalty for dev BLEU", &o.alpha, 0, 10);
+  args.option("max-length", "drop training pairs longer than this many subwords", &o.max_length, 1, 100000);
+  args.choice("bleu-tokenize", "BLEU tokenisation (none for pre-tokenised data)", &o.bleu_tokenize, {"13a", "none"});
+  args.option("threads", "CPU threads (default: all)", &o.threads, 1, 4096);
+  args.flag("resume", "continue the run in --run from its last checkpoint", &o.resume);
+  if (!args.parse(argc, argv, 2)) return 0;
+  return train(o);
+}
+
+int cmd_translate(int argc, char** argv) {
+  std::string run, input, output;
+  BeamOptions beam;
+  bool greedy = false;
+  Args args("qkgrad-translate translate",
+            "Translates one sentence per line from --input (or stdin) with batched beam search and writes the\n"
+            "detokenised translations to --output (or stdout), in order.");
+  args.option("run", "run directory", &run, true);
+  args.option("input", "input file (default: stdin)", &input);
+  args.option("output", "output file (default: stdout)", &output);
+  args.option("beam", "beam size", &beam.beam, 1, 64);
+  args.option("alpha", "GNMT length penalty exponent", &beam.alpha, 0, 10);
+  args.option("max-extra", "at most source length + this many tokens", &beam.max_extra, 1, 10000);
+  args.flag("greedy", "greedy decoding (beam 1)", &greedy);
+  if (!args.parse(argc, argv, 2)) return 0;
+  if (greedy) beam.beam = 1;
+  LoadedModel m = load_trained_model(run);
+  const std::vector<std::string> out = translate_lines(m, read_input_lines(input), beam);
+  std::string text;
+  for (const auto& line : out) text += line + "\n";
+  if (output.empty()) {
+    std::fputs(text.c_str(), stdout);
+  } else {
+    write_file_atomically(output, [&](std::FILE* f) { std::fputs(text.c_str(), f); });
+  }
+  return 0;
+}
+
+int cmd_bleu(int argc, char** argv) {
+  std::string ref, hyp, tokenize = "13a";
+  Args args("qkgrad-translate bleu", "Corpus BLEU (sacreBLEU-compatible) and chrF of --hyp (or stdin) against --ref.");
+  args.option("ref", "reference file", &ref, true);
+  args.option("hyp", "hypothesis file (default: stdin)", &hyp);
+  args.choice("tokenize", "13a (sacreBLEU's default) or none (pre-tokenised text)", &tokenize, {"13a", "none"});
+  if (!args.parse(argc, argv, 2)) return 0;
+  const std::vector<std::string> refs = read_text_lines(ref);
+  const std::vector<std::string> hyps = read_input_lines(hyp);
+  QKGRAD_CHECK(hyps.size() == refs.size(), "bleu: the hypothesis has ", hyps.size(), " lines but ", ref, " has ",
+               refs.size(), "; they must be aligned line by line");
+  const BleuScore b = corpus_bleu(hyps, refs, tokenize == "none" ? BleuTokenize::none : BleuTokenize::t13a);
+  std::printf("%s\nchrF = %.2f\n", b.format().c_str(), corpus_chrf(hyps, refs));
+  return 0;
+}
+
+int cmd_eval(int argc, char** argv) {
+  std::string run, split = "test", data, tokenize = "13a";
+  BeamOptions beam;
+  int64_t show = 0;
+  Args args("qkgrad-translate eval", "Translates DATA/SPLIT.SRC and scores it against DATA/SPLIT.TGT (BLEU, chrF);\n"
+                                     "writes the translations to RUNDIR/SPLIT.hyp.");
+  args.option("run", "run directory", &run, true);
+  args.option("split", "which split (dev or test)", &split);
+  args.option("data", "data directory (default: the one the run was trained on)", &data);
+  args.option("beam", "beam size", &beam.beam, 1, 64);
+  args.option("alpha", "GNMT length penalty exponent", &beam.alpha, 0, 10);
+  args.choice("tokenize", "BLEU tokenisation", &tokenize, {"13a", "none"});
+  args.option("show", "print this many source / reference / translation triples", &show, 0, 1000000);
+  if (!args.parse(argc, argv, 2)) return 0;
+  const RunDir rd{run};
+  const Json options = Json::parse(read_file(rd.options(), 1 << 20), rd.options());
+  if (data.empty()) data = options.at("data").as_string();
+  const std::string src_lang = options.at("src").as_string(), tgt_lang = options.at("tgt").as_string();
+  const ParallelCorpus corpus = read_parallel(data + "/" + split + "." + src_lang, data + "/" + split + "." + tgt_lang, 1 << 20);
+  LoadedModel m = load_trained_model(run);
+  const std::vector<std::string> hyps = translate_lines(m, corpus.src, beam);
+  std::string text;
+  for (const auto& h : hyps) text += h + "\n";
+  write_file_atomically(run + "/" + split + ".hyp", [&](std::FILE* f) { std::fputs(text.c_str(), f); });
+  const BleuScore b = corpus_bleu(hyps, corpus.tgt, tokenize == "none" ? BleuTokenize::none : BleuTokenize::t13a);
+  std::printf("%s %s (%zu sentences, %s, beam %ld)\n%s\nchrF = %.2f\n", split.c_str(), m.checkpoint.c_str(), hyps.size(),
+              corpus.summary().c_str(), static_cast<long>(beam.beam), b.format().c_str(), corpus_chrf(hyps, corpus.tgt));
+  for (int64_t i = 0; i < show && i < static_cast<int64_t>(hyps.size()); ++i) {
+    const std::size_t k = static_cast<std::size_t>(i * static_cast<int64_t>(hyps.size()) / std::max<int64_t>(show, 1));
+    std::printf("\n  source:      %s\n  reference:   %s\n  translation: %s\n", corpus.src[k].c_str(), corpus.tgt[k].c_str(),
+                hyps[k].c_str());
+  }
+  return 0;
+}
+
+int cmd_grads(int argc, char** argv) {
+  std::string run, src, tgt, out;
+  int64_t max_sentences = 8;
+  double smoothing = 0.1;
+  Args args("qkgrad-translate grads", "Runs one batch (the first sentences of --src/--tgt) with dropout off and writes the\n"
+                                      "token ids, the loss and every parameter's gradient to --out (safetensors).");
+  args.option("run", "run directory", &run, true);
+  args.option("src", "source sentences", &src, true);
+  args.option("tgt", "target sentences", &tgt, true);
+  args.option("out", "output .safetensors file", &out, true);
+  args.option("max-sentences", "sentences in the batch", &max_sentences, 1, 100000);
+  args.option("label-smoothing", "label smoothing epsilon", &smoothing, 0, 1);
+  if (!args.parse(argc, argv, 2)) return 0;
+  LoadedModel m = load_trained_model(run);
+  const ParallelCorpus corpus = read_parallel(src, tgt, 1 << 20);
+  std::vector<Pair> pairs;
+  std::vector<int64_t> indices;
+  for (std::size_t i = 0; i < corpus.src.size() && static_cast<int64_t>(i) < max_sentences; ++i) {
+    pairs.push_back({m.subwords->encode(corpus.src[i]), m.subwords->encode(corpus.tgt[i])});
+    indices.push_back(static_cast<int64_t>(i));
+  }
+  const Batch b = make_batch(pairs, indices);
+  const double loss = write_gradient_dump(*m.model, b.src, b.src_lengths, b.tgt_in, b.tgt_out, b.tgt_lengths, smoothing, out);
+  std::printf("wrote %s: %zu sentences, loss %.6f per target token, %zu parameter gradients\n", out.c_str(), pairs.size(),
+              loss, m.model->named_parameters().size());
+  return 0;
+}
+
+int cmd_attention(int argc, char** argv) {
+  std::string run, text, out;
+  Args args("qkgrad-translate attention",
+            "Translates --text (greedy), then draws the attention probabilities of every layer and head:\n"
+            "encoder self-attention, decoder self-attention and cross-attention, one SVG grid each.");
+  args.option("run", "run directory", &run, true);
+  args.option("text", "the source sentence", &text, true);
+  args.option("out", "output prefix (default RUNDIR/attention): writes PREFIX-encoder.svg, -decoder.svg, -cross.svg", &out);
+  if (!args.parse(argc, argv, 2)) return 0;
+  if (out.empty()) out = run + "/attention";
+  LoadedModel m = load_trained_model(run);
+  Seq2SeqTransformer& model = *m.model;
+  const std::vector<int64_t> src = m.subwords->encode(normalize_spaces(text));
+  QKGRAD_CHECK(!src.empty(), "attention: --text is empty");
+  const std::vector<int64_t> hyp = translate_all(model, {src}, BeamOptions{1, 0.6, 50})[0];
+  // One teacher-forced pass over (source, its translation) records every attention map.
+  for (auto& layer : model.encoder_layers) layer->self_attn.record_probs = true;
+  for (auto& layer : model.decoder_layers) layer->self_attn.record_probs = layer->cross_attn.record_probs = true;
+  Pair pair{src, hyp};
+  const Batch b = make_batch({pair}, {0});
+  {
+    NoGradGuard no_grad;
+    model.forward(b.src, b.src_lengths, b.tgt_in, b.tgt_lengths);
+  }
+  auto labels = [&](const std::vector<int64_t>& ids, bool with_bos, bool with_eos) {
+    std::vector<std::string> l;
+    if (with_bos) l.push_back("<s>");
+    for (int64_t id : ids) l.push_back(m.subwords->piece(id));
+    if (with_eos) l.push_back("</s>");
+    return l;
+  };
+  const auto src_labels = labels(src, false, true), tgt_labels = labels(hyp, true, false);
+  auto maps_of = [&](const std::string& kind, const std::vector<const MultiHeadAttention*>& modules,
+                     const std::vector<std::string>& rows, const std::vector<std::string>& cols) {
+    std::vector<svg::Heatmap> maps;
+    for (std::size_t l = 0; l < modules.size(); ++l) {
+      const Tensor& p = modules[l]->last_probs;  // [1, H, Tq, Tk]
+      for (int64_t h = 0; h < p.size(1); ++h) {
+        svg::Heatmap map{cat(kind, " layer ", l, " head ", h), rows, cols, {}};
+        for (int64_t i = 0; i < p.size(2); ++i) {
+          std::vector<double> row;
+          for (int64_t j = 0; j < p.size(3); ++j) row.push_back(p.at({0, h, i, j}));
+          map.values.push_back(row);
+        }
+        maps.push_back(map);
+      }
+    }
+    return maps;
+  };
+  std::vector<const MultiHeadAttention*> enc, dec, cross;
+  for (auto& layer : model.encoder_layers) enc.push_back(&layer->self_attn);
+  for (auto& layer : model.decoder_layers) {
+    dec.push_back(&layer->self_attn);
+    cross.push_back(&layer->cross_attn);
+  }
+  const int64_t heads = model.config().heads;
+  const std::string mode = model.config().attention == AttentionMode::qknorm ? "QKNorm" : "scaled dot-product";
+  svg::write_svg(out + "-encoder.svg", svg::heatmap_grid(mode + " encoder self-attention", maps_of("encoder", enc, src_labels, src_labels), static_cast<int>(heads)));
+  svg::write_svg(out + "-decoder.svg", svg::heatmap_grid(mode + " decoder self-attention", maps_of("decoder", dec, tgt_labels, tgt_labels), static_cast<int>(heads)));
+  svg::write_svg(out + "-cross.svg", svg::heatmap_grid(mode + " cross-attention", maps_of("cross", cross, tgt_labels, src_labels), static_cast<int>(heads)));
+  std::printf("translation: %s\nwrote %s-encoder.svg, %s-decoder.svg, %s-cross.svg\n", m.subwords->decode(hyp).c_str(),
+              out.c_str(), out.c_str(), out.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  try {
+    if (command == "prepare-bible") return cmd_prepare_bible(argc, argv);
+    if (command == "train") return cmd_train(argc, argv);
+    if (command == "translate") return cmd_translate(argc, argv);
+    if (command == "bleu") return cmd_bleu(argc, argv);
+    if (command == "eval") return cmd_eval(argc, argv);
+    if (command == "grads") return cmd_grads(argc, argv);
+    if (command == "attention") return cmd_attention(argc, argv);
+    std::fprintf(stderr, "qkgrad-translate: unknown command '%s'\n%s", command.c_str(), kUsage);
+    return 2;
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "qkgrad-translate %s: error: %s\n", command.c_str(), e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "qkgrad-translate %s: unexpected error: %s\n", command.c_str(), e.what());
+    return 1;
+  }
+}

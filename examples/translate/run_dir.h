@@ -1,0 +1,38 @@
+// Where everything of one training run lives, and loading a trained model back from it.
+//
+//   RUNDIR/subwords.model, subwords.vocab   the joint SentencePiece model
+//   RUNDIR/options.json                     the training options (data, preset, seed, ...)
+//   RUNDIR/checkpoints/last, best           checkpoints (nn/checkpoint.h)
+//   RUNDIR/metrics.jsonl                    one JSON object per log line and per evaluation
+//   RUNDIR/curves.svg                       training curves, written at the end
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "nn/transformer.h"
+#include "translate/subwords.h"
+
+namespace qkgrad::translate {
+
+struct RunDir {
+  std::string root;
+  std::string subwords() const { return root + "/subwords.model"; }
+  std::string options() const { return root + "/options.json"; }
+  std::string checkpoints() const { return root + "/checkpoints"; }
+  std::string last() const { return root + "/checkpoints/last"; }
+  std::string best() const { return root + "/checkpoints/best"; }
+  std::string metrics() const { return root + "/metrics.jsonl"; }
+  std::string curves() const { return root + "/curves.svg"; }
+};
+
+// A trained model and its vocabulary, from RUNDIR's best checkpoint (or the last one if no
+// evaluation has produced a best yet). Errors name what is missing.
+struct LoadedModel {
+  std::unique_ptr<Subwords> subwords;
+  std::unique_ptr<Seq2SeqTransformer> model;
+  std::string checkpoint;  // which one was loaded
+};
+LoadedModel load_trained_model(const std::string& run_dir);
+
+}  // namespace qkgrad::translate

@@ -1,0 +1,48 @@
+// Joint subword vocabulary (SentencePiece, Kudo & Richardson 2018), shared by source and target.
+// Ids: 0 pad, 1 bos, 2 eos, 3 unk (the Transformer's defaults), then the learned pieces.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace sentencepiece {
+class SentencePieceProcessor;
+}
+
+namespace qkgrad::translate {
+
+struct SubwordTraining {
+  std::vector<std::string> text_files;  // all training text, source and target
+  std::string model_path;               // where to write the model (…/subwords.model)
+  int vocab_size = 8000;
+  uint64_t seed = 1;
+  std::string model_type = "unigram";   // or "bpe"
+};
+
+class Subwords {
+ public:
+  // Trains a model. SentencePiece runs in a child process (it can abort on bad input and prints
+  // a lot); its failure is an Error with its message and what to do (e.g. a smaller vocabulary).
+  static void train(const SubwordTraining& options);
+
+  explicit Subwords(const std::string& model_path);
+  ~Subwords();
+  Subwords(const Subwords&) = delete;
+  Subwords& operator=(const Subwords&) = delete;
+
+  std::vector<int64_t> encode(const std::string& text) const;
+  std::string decode(const std::vector<int64_t>& ids) const;  // pad/bos/eos are skipped
+  std::vector<std::string> pieces(const std::string& text) const;
+  std::string piece(int64_t id) const;
+  int64_t vocab_size() const;
+
+  static constexpr int64_t pad_id = 0, bos_id = 1, eos_id = 2, unk_id = 3;
+
+ private:
+  std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+  std::string path_;
+};
+
+}  // namespace qkgrad::translate

@@ -1,0 +1,561 @@
+#include "translate/trainer.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstring>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "backends/backend.h"
+#include "core/autograd.h"
+#include "core/error.h"
+#include "nn/atomic_file.h"
+#include "nn/checkpoint.h"
+#include "nn/json.h"
+#include "nn/optim.h"
+#include "nn/schedule.h"
+#include "ops/ops.h"
+#include "translate/batching.h"
+#include "translate/beam_search.h"
+#include "translate/bleu.h"
+#include "translate/corpus.h"
+#include "translate/run_dir.h"
+#include "translate/subwords.h"
+#include "translate/svg.h"
+
+namespace qkgrad::translate {
+
+namespace fs = std::filesystem;
+
+Preset preset_by_name(const std::string& name) {
+  Preset p;
+  p.name = name;
+  if (name == "demo") {
+    p.layers = 3;
+    p.d_model = 256;
+    p.heads = 4;
+    p.ffn = 1024;
+    p.vocab_size = 8000;
+    p.batch_tokens = 3000;
+    p.lr = 1e-3;
+    p.warmup = 800;
+    p.max_steps = 100000;
+    p.eval_every = 500;
+    p.eval_sentences = 300;
+    p.max_minutes = 15;
+  } else if (name == "small") {
+    p.layers = 3;
+    p.d_model = 256;
+    p.heads = 4;
+    p.ffn = 1024;
+    p.vocab_size = 8000;
+    p.batch_tokens = 4096;
+    p.lr = 1e-3;
+    p.warmup = 2000;
+    p.eval_every = 1000;
+  } else if (name == "paper") {  // Henry et al.'s gl→en setting: 4+4 layers, 4 heads, dropout 0.4
+    p.layers = 4;
+    p.d_model = 512;
+    p.heads = 4;
+    p.ffn = 2048;
+    p.dropout = p.attention_dropout = p.ffn_dropout = 0.4;
+    p.vocab_size = 8000;
+    p.batch_tokens = 4096;
+    p.lr = 1e-3;
+    p.warmup = 8000;
+    p.eval_every = 1000;
+  } else if (name == "tiny") {  // a smoke test: seconds, not quality
+    p.layers = 1;
+    p.d_model = 32;
+    p.heads = 2;
+    p.ffn = 64;
+    p.dropout = p.attention_dropout = p.ffn_dropout = p.word_dropout = 0.1;
+    p.vocab_size = 1000;
+    p.batch_tokens = 1000;
+    p.warmup = 100;
+    p.max_steps = 1000;
+    p.eval_every = 200;
+    p.eval_sentences = 100;
+  } else {
+    fail(cat("unknown preset '", name, "' (choose tiny, demo, small or paper)"));
+  }
+  return p;
+}
+
+namespace {
+
+volatile std::sig_atomic_t g_interrupted = 0;
+void on_interrupt(int) {
+  g_interrupted = 1;
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the program at once
+}
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string fmt(const char* format, double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, value);
+  return buf;
+}
+
+std::string clock_text(double seconds) {
+  const int64_t s = static_cast<int64_t>(std::max(0.0, seconds));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", static_cast<long>(s / 3600), static_cast<long>((s / 60) % 60),
+                static_cast<long>(s % 60));
+  return buf;
+}
+
+// Everything resolved from the options and the preset, saved as RUNDIR/options.json.
+struct Resolved {
+  TrainOptions o;
+  Preset p;
+  Json to_json() const {
+    Json j = Json::object();
+    j.set("data", o.data_dir);
+    j.set("src", o.src);
+    j.set("tgt", o.tgt);
+    j.set("attention", o.attention);
+    j.set("norm", o.norm);
+    j.set("preset", p.name);
+    j.set("layers", p.layers);
+    j.set("d_model", p.d_model);
+    j.set("heads", p.heads);
+    j.set("ffn", p.ffn);
+    j.set("vocab_size", p.vocab_size);
+    j.set("batch_tokens", p.batch_tokens);
+    j.set("lr", p.lr);
+    j.set("warmup", p.warmup);
+    j.set("label_smoothing", o.label_smoothing);
+    j.set("max_length", o.max_length);
+    j.set("seed", o.seed);
+    return j;
+  }
+};
+
+Resolved resolve(const TrainOptions& o) {
+  Resolved r{o, preset_by_name(o.preset)};
+  if (o.max_minutes >= 0) r.p.max_minutes = o.max_minutes;
+  if (o.max_steps >= 0) r.p.max_steps = o.max_steps;
+  if (o.vocab_size > 0) r.p.vocab_size = o.vocab_size;
+  if (o.batch_tokens > 0) r.p.batch_tokens = o.batch_tokens;
+  if (o.warmup >= 0) r.p.warmup = o.warmup;
+  if (o.eval_every > 0) r.p.eval_every = o.eval_every;
+  if (o.eval_sentences >= 0) r.p.eval_sentences = o.eval_sentences;
+  if (o.lr > 0) r.p.lr = o.lr;
+  return r;
+}
+
+std::string split_file(const std::string& dir, const char* split, const std::string& lang) {
+  return dir + "/" + split + "." + lang;
+}
+
+struct EncodedData {
+  std::vector<Pair> train, dev;
+  std::vector<std::string> dev_references;  // raw target text, for BLEU
+  int64_t dropped_long = 0;
+};
+
+std::vector<Pair> encode_pairs(const Subwords& sw, const ParallelCorpus& c, int64_t max_length, int64_t* dropped) {
+  std::vector<Pair> out;
+  for (std::size_t i = 0; i < c.src.size(); ++i) {
+    Pair p{sw.encode(c.src[i]), sw.encode(c.tgt[i])};
+    if (max_length > 0 && (static_cast<int64_t>(p.src.size()) > max_length || static_cast<int64_t>(p.tgt.size()) > max_length)) {
+      if (dropped) ++*dropped;
+      continue;
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+struct Evaluation {
+  double loss = 0, bleu = 0, chrf = 0;
+  std::string bleu_line;
+};
+
+Evaluation evaluate(Seq2SeqTransformer& model, const EncodedData& data, const Subwords& sw, const Resolved& r) {
+  model.eval();
+  Evaluation e;
+  {  // teacher-forced loss per target token over the whole dev set
+    NoGradGuard no_grad;
+    BatchPlan plan(data.dev, r.p.batch_tokens);
+    double total = 0;
+    int64_t tokens = 0;
+    for (int64_t i = 0; i < plan.batches_per_epoch(); ++i) {
+      const Batch b = make_batch(data.dev, plan.group(i));
+      const LossSum l = cross_entropy(model.forward(b.src, b.src_lengths, b.tgt_in, b.tgt_lengths), b.tgt_out, 0.0,
+                                      model.config().pad_id);
+      total += l.sum.item();
+      tokens += l.tokens;
+    }
+    e.loss = total / static_cast<double>(std::max<int64_t>(tokens, 1));
+  }
+  const std::size_t n = r.p.eval_sentences > 0 ? std::min<std::size_t>(static_cast<std::size_t>(r.p.eval_sentences), data.dev.size())
+                                               : data.dev.size();
+  std::vector<std::vector<int64_t>> sources;
+  std::vector<std::string> refs(data.dev_references.begin(), data.dev_references.begin() + static_cast<std::ptrdiff_t>(n));
+  for (std::size_t i = 0; i < n; ++i) sources.push_back(data.dev[i].src);
+  const auto hyps_ids = translate_all(model, sources, BeamOptions{r.o.beam, r.o.alpha, 50});
+  std::vector<std::string> hyps;
+  for (const auto& h : hyps_ids) hyps.push_back(sw.decode(h));
+  const BleuScore bleu = corpus_bleu(hyps, refs, r.o.bleu_tokenize == "none" ? BleuTokenize::none : BleuTokenize::t13a);
+  e.bleu = bleu.score;
+  e.bleu_line = bleu.format();
+  e.chrf = corpus_chrf(hyps, refs);
+  model.train();
+  return e;
+}
+
+// The metrics history: kept in memory for the curves, appended to metrics.jsonl as it grows.
+struct History {
+  std::vector<std::pair<double, double>> train_loss, dev_loss, dev_bleu;
+  std::map<std::string, std::vector<std::pair<double, double>>> gains;
+
+  void record(const Json& line) {
+    const double step = line.at("step").as_double();
+    if (line.contains("train_loss")) train_loss.emplace_back(step, line.at("train_loss").as_double());
+    if (line.contains("dev_loss")) dev_loss.emplace_back(step, line.at("dev_loss").as_double());
+    if (line.contains("dev_bleu")) dev_bleu.emplace_back(step, line.at("dev_bleu").as_double());
+    if (const Json* g = line.find("g")) {
+      for (const auto& [name, value] : g->items()) gains[name].emplace_back(step, value.as_double());
+    }
+  }
+};
+
+// On resume: keeps the lines up to the checkpoint's step (later ones were never checkpointed).
+History reload_metrics(const std::string& path, int64_t up_to_step) {
+  History h;
+  if (!fs::exists(path)) return h;
+  std::ifstream in(path);
+  std::string line, kept;
+  int64_t line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.empty()) continue;
+    const Json j = Json::parse(line, cat(path, ":", line_no));
+    if (j.at("step").as_int() > up_to_step) continue;
+    h.record(j);
+    kept += line + "\n";
+  }
+  write_file_atomically(path, [&](std::FILE* f) { std::fputs(kept.c_str(), f); });
+  return h;
+}
+
+void append_metrics(const std::string& path, const Json& line, History& history) {
+  history.record(line);
+  std::FILE* f = std::fopen(path.c_str(), "a");
+  QKGRAD_CHECK(f != nullptr, "cannot append to ", path, ": ", std::strerror(errno));
+  const std::string text = line.dump() + "\n";
+  std::fputs(text.c_str(), f);
+  const bool failed = std::ferror(f) != 0;
+  std::fclose(f);
+  QKGRAD_CHECK(!failed, "writing ", path, " failed (disk full?)");
+}
+
+void write_curves(const RunDir& run, const History& h, const std::string& title) {
+  std::vector<svg::Panel> panels;
+  panels.push_back({"training loss (per target token)", "step", "loss", {{"train", h.train_loss}}});
+  panels.push_back({"dev loss (per target token)", "step", "loss", {{"dev", h.dev_loss}}});
+  panels.push_back({"dev BLEU", "step", "BLEU", {{"dev BLEU", h.dev_bleu}}});
+  svg::Panel gains{"QKNorm gain g of each attention module", "step", "g", {}};
+  for (const auto& [name, points] : h.gains) gains.series.push_back({name, points});
+  panels.push_back(gains);
+  svg::write_svg(run.curves(), svg::line_charts(title, panels, 2));
+}
+
+// The trainer state of a checkpoint: optimizer moments plus every counter of the loop.
+struct LoopState {
+  int64_t step = 0, epoch = 0, position = 0;  // the next batch is epoch_order(epoch)[position]
+  double best_bleu = -1;
+  int64_t evals_since_best = 0;
+  double tokens_seen = 0;
+};
+
+TrainerState to_trainer_state(const LoopState& s, const Optimizer& opt, const PlateauLr& schedule,
+                              Seq2SeqTransformer& model) {
+  TrainerState t;
+  t.optimizer_state = opt.state_tensors();
+  t.set_int("step", s.step);
+  t.set_int("optimizer_steps", opt.steps());
+  t.set_int("epoch", s.epoch);
+  t.set_int("position", s.position);
+  t.set_double("best_bleu", s.best_bleu);
+  t.set_int("evals_since_best", s.evals_since_best);
+  t.set_double("tokens_seen", s.tokens_seen);
+  t.set_int("dropout_rng_offset", static_cast<int64_t>(model.dropout_generator().offset()));
+  for (const auto& [key, value] : schedule.state()) t.set_double("schedule." + key, value);
+  return t;
+}
+
+LoopState from_trainer_state(const TrainerState& t, Optimizer& opt, PlateauLr& schedule, Seq2SeqTransformer& model) {
+  LoopState s;
+  s.step = t.get_int("step");
+  s.epoch = t.get_int("epoch");
+  s.position = t.get_int("position");
+  s.best_bleu = t.get_double("best_bleu");
+  s.evals_since_best = t.get_int("evals_since_best");
+  s.tokens_seen = t.get_double("tokens_seen");
+  opt.load_state(t.optimizer_state, t.get_int("optimizer_steps"));
+  model.dropout_generator().set_offset(static_cast<uint64_t>(t.get_int("dropout_rng_offset")));
+  std::map<std::string, double> sched;
+  for (const char* key : {"scale", "best", "bad_reports"}) sched[key] = t.get_double(std::string("schedule.") + key);
+  schedule.load_state(sched);
+  return s;
+}
+
+// A one-line progress display on a terminal; plain log lines otherwise.
+class Progress {
+ public:
+  Progress() : terminal_(::isatty(STDOUT_FILENO) == 1) {}
+  void show(const std::string& line, bool final_line) {
+    if (terminal_) {
+      std::printf("\r%-110s%s", line.c_str(), final_line ? "\n" : "");
+    } else if (final_line) {
+      std::printf("%s\n", line.c_str());
+    }
+    std::fflush(stdout);
+  }
+  void message(const std::string& text) {
+    if (terminal_) std::printf("\r%-110s\r", "");
+    std::printf("%s\n", text.c_str());
+    std::fflush(stdout);
+  }
+  bool terminal() const { return terminal_; }
+
+ private:
+  bool terminal_;
+};
+
+}  // namespace
+
+int train(const TrainOptions& options) {
+  const Resolved r = resolve(options);
+  const RunDir run{options.run_dir};
+  QKGRAD_CHECK(!options.run_dir.empty(), "train: --run is required");
+  if (options.threads > 0) set_num_threads(static_cast<int>(options.threads));
+  Progress progress;
+
+  // ---- the run directory: new, or resumed with the same options ----
+  const bool has_checkpoint = checkpoint_exists(run.last());
+  if (options.resume) {
+    QKGRAD_CHECK(has_checkpoint, "train --resume: ", run.last(), " does not exist; nothing to resume (drop --resume to start)");
+    const Json saved = Json::parse(read_file(run.options(), 1 << 20), run.options());
+    const Json now = r.to_json();
+    for (const auto& [key, value] : now.items()) {
+      QKGRAD_CHECK(saved.contains(key) && saved.at(key).dump() == value.dump(), "train --resume: ", run.options(),
+                   " says ", key, " = ", saved.contains(key) ? saved.at(key).dump() : "(missing)", " but now it is ",
+                   value.dump(), "; resume with the same options, or train into a new --run");
+    }
+  } else {
+    QKGRAD_CHECK(!has_checkpoint, "train: ", options.run_dir,
+                 " already holds a trained run; use --resume to continue it, or choose another --run (nothing was overwritten)");
+    fs::create_directories(run.checkpoints());
+    const std::string text = r.to_json().dump(2) + "\n";
+    write_file_atomically(run.options(), [&](std::FILE* f) { std::fputs(text.c_str(), f); });
+  }
+
+  // ---- data and subwords ----
+  const std::string train_src = split_file(options.data_dir, "train", options.src);
+  const std::string train_tgt = split_file(options.data_dir, "train", options.tgt);
+  const ParallelCorpus train_text = read_parallel(train_src, train_tgt);
+  const ParallelCorpus dev_text = read_parallel(split_file(options.data_dir, "dev", options.src),
+                                                split_file(options.data_dir, "dev", options.tgt));
+  progress.message(cat("data: train ", train_text.summary(), "; dev ", dev_text.summary()));
+  if (!fs::exists(run.subwords())) {
+    progress.message(cat("training a joint SentencePiece model (", r.p.vocab_size, " pieces) on ", train_src, " and ", train_tgt));
+    // Whitespace-normalised copies, so that the subwords see exactly what the model will.
+    const std::string joint = run.root + "/subword_training.txt";
+    write_file_atomically(joint, [&](std::FILE* f) {
+      for (const auto* side : {&train_text.src, &train_text.tgt}) {
+        for (const auto& line : *side) std::fprintf(f, "%s\n", line.c_str());
+      }
+    });
+    Subwords::train({{joint}, run.subwords(), static_cast<int>(r.p.vocab_size), static_cast<uint64_t>(options.seed)});
+    fs::remove(joint);
+  }
+  const Subwords subwords(run.subwords());
+  EncodedData data;
+  data.train = encode_pairs(subwords, train_text, options.max_length, &data.dropped_long);
+  data.dev = encode_pairs(subwords, dev_text, 0, nullptr);
+  data.dev_references = dev_text.tgt;
+  QKGRAD_CHECK(!data.train.empty(), "train: every training pair is longer than --max-length ", options.max_length);
+  std::vector<int64_t> lengths;
+  for (const Pair& p : data.train) {
+    lengths.push_back(static_cast<int64_t>(p.src.size()));
+    lengths.push_back(static_cast<int64_t>(p.tgt.size()));
+  }
+  const double L = percentile(lengths, 97.5);
+  progress.message(cat("subwords: ", subwords.vocab_size(), " pieces; ", data.train.size(), " training pairs (",
+                       data.dropped_long, " longer than ", options.max_length, " dropped); L = 97.5th percentile of lengths = ",
+                       L, " -> QKNorm g0 = log2(L^2 - L) = ", fmt("%.2f", qknorm_initial_g(std::max(L, 2.0)))));
+
+  // ---- the model and its training ----
+  TransformerConfig config;
+  config.vocab = subwords.vocab_size();
+  config.d_model = r.p.d_model;
+  config.heads = r.p.heads;
+  config.ffn = r.p.ffn;
+  config.encoder_layers = config.decoder_layers = r.p.layers;
+  config.attention = options.attention == "qknorm" ? AttentionMode::qknorm : AttentionMode::scaled_dot;
+  config.norm = options.norm == "layer_norm" ? NormType::layer_norm : NormType::scale_norm;
+  config.qknorm_length = std::max(L, 2.0);
+  config.dropout = r.p.dropout;
+  config.attention_dropout = r.p.attention_dropout;
+  config.ffn_dropout = r.p.ffn_dropout;
+  config.word_dropout = r.p.word_dropout;
+  config.seed = static_cast<uint64_t>(options.seed);
+  Seq2SeqTransformer model(config);
+  AdamOptions adam;
+  adam.lr = r.p.lr;
+  Adam opt(model.named_parameters(), adam);
+  PlateauLr schedule(r.p.lr, r.p.warmup, 0.8, 3);
+  LoopState s;
+  History history;
+  if (options.resume) {
+    load_model_weights(run.last(), model);
+    s = from_trainer_state(load_trainer_state(run.last()), opt, schedule, model);
+    history = reload_metrics(run.metrics(), s.step);
+    progress.message(cat("resumed from ", run.last(), " at step ", s.step, " (epoch ", s.epoch, ", batch ", s.position, ")"));
+  }
+  const BatchPlan plan(data.train, r.p.batch_tokens);
+  progress.message(cat("model: ", model.parameter_count(), " parameters, ", config.encoder_layers, "+", config.decoder_layers,
+                       " layers, d ", config.d_model, ", ", config.heads, " heads, ffn ", config.ffn, ", ", options.attention,
+                       " attention; ", plan.batches_per_epoch(), " batches of <= ", r.p.batch_tokens, " tokens per epoch"));
+
+  g_interrupted = 0;
+  std::signal(SIGINT, on_interrupt);
+  const Clock::time_point start = Clock::now();
+  Clock::time_point window_start = start;
+  double window_loss = 0, window_tokens = 0;
+  int64_t window_steps = 0;
+  const int64_t log_every = 50;
+  std::string stop_reason = "the step budget (--max-steps)";
+  bool interrupted = false;
+  auto save_last = [&] {
+    const TrainerState t = to_trainer_state(s, opt, schedule, model);
+    save_checkpoint(run.last(), model, &t);
+  };
+  auto current_gains = [&] {
+    Json g = Json::object();
+    for (const auto& [name, t] : model.attention_gains()) g.set(name, t.numel() == 1 ? t.item() : mean(t).item());
+    return g;
+  };
+
+  model.train();
+  while (s.step < r.p.max_steps) {
+    const std::vector<int64_t> order = plan.epoch_order(static_cast<uint64_t>(options.seed), s.epoch);
+    if (s.position >= static_cast<int64_t>(order.size())) {
+      ++s.epoch;
+      s.position = 0;
+      continue;
+    }
+    const Batch batch = make_batch(data.train, plan.group(order[static_cast<std::size_t>(s.position)]));
+    const Tensor logits = model.forward(batch.src, batch.src_lengths, batch.tgt_in, batch.tgt_lengths);
+    const LossSum loss = cross_entropy(logits, batch.tgt_out, options.label_smoothing, config.pad_id);
+    const Tensor per_token = loss.sum / static_cast<double>(std::max<int64_t>(loss.tokens, 1));
+    const double loss_value = per_token.item();
+    QKGRAD_CHECK(std::isfinite(loss_value), "train: the loss became ", loss_value, " at step ", s.step + 1,
+                 " (epoch ", s.epoch, ", batch ", s.position, "); the last good state is in ", run.last(),
+                 ". Lower --lr or raise --warmup, then --resume");
+    opt.zero_grad();
+    per_token.backward();
+    const double grad_norm = clip_grad_norm(model.parameters(), options.clip);
+    QKGRAD_CHECK(std::isfinite(grad_norm), "train: the gradient norm became ", grad_norm, " at step ", s.step + 1,
+                 "; the last good state is in ", run.last(), ". Lower --lr, then --resume");
+    opt.set_lr(schedule.lr(opt.steps() + 1));
+    opt.step();
+    ++s.step;
+    ++s.position;
+    s.tokens_seen += static_cast<double>(batch.tgt_tokens);
+    window_loss += loss_value;
+    window_tokens += static_cast<double>(batch.src_tokens + batch.tgt_tokens);
+    ++window_steps;
+
+    const double elapsed = seconds_since(start);
+    const bool out_of_time = r.p.max_minutes > 0 && elapsed >= r.p.max_minutes * 60;
+    if (s.step % log_every == 0 || progress.terminal()) {
+      const double window_seconds = std::max(seconds_since(window_start), 1e-9);
+      const double tps = window_tokens / window_seconds;
+      const double steps_left = static_cast<double>(r.p.max_steps - s.step);
+      double eta = steps_left * window_seconds / static_cast<double>(std::max<int64_t>(window_steps, 1));
+      if (r.p.max_minutes > 0) eta = std::min(eta, r.p.max_minutes * 60 - elapsed);
+      const std::string line = cat("step ", s.step, " | epoch ", s.epoch + 1, " | loss ", fmt("%.3f", window_loss / static_cast<double>(window_steps)),
+                                   " | ", fmt("%.0f", tps), " tok/s | lr ", fmt("%.2e", opt.lr()), " | elapsed ",
+                                   clock_text(elapsed), " | ETA ", clock_text(eta));
+      if (s.step % log_every == 0) {
+        Json m = Json::object();
+        m.set("step", s.step);
+        m.set("epoch", s.epoch + 1);
+        m.set("train_loss", window_loss / static_cast<double>(window_steps));
+        m.set("lr", opt.lr());
+        m.set("tokens_per_s", tps);
+        m.set("grad_norm", grad_norm);
+        m.set("elapsed_s", elapsed);
+        m.set("g", current_gains());
+        append_metrics(run.metrics(), m, history);
+        progress.show(line, true);
+        window_start = Clock::now();
+        window_loss = window_tokens = 0;
+        window_steps = 0;
+      } else {
+        progress.show(line, false);
+      }
+    }
+    const bool last_step = s.step >= r.p.max_steps || out_of_time || g_interrupted;
+    if (s.step % r.p.eval_every == 0 || (last_step && !g_interrupted)) {
+      const Evaluation e = evaluate(model, data, subwords, r);
+      schedule.report(e.bleu);
+      const bool better = e.bleu > s.best_bleu;
+      if (better) {
+        s.best_bleu = e.bleu;
+        s.evals_since_best = 0;
+        save_checkpoint(run.best(), model, nullptr);
+      } else {
+        ++s.evals_since_best;
+      }
+      Json m = Json::object();
+      m.set("step", s.step);
+      m.set("dev_loss", e.loss);
+      m.set("dev_bleu", e.bleu);
+      m.set("dev_chrf", e.chrf);
+      m.set("lr_scale", schedule.scale());
+      m.set("elapsed_s", seconds_since(start));
+      append_metrics(run.metrics(), m, history);
+      progress.message(cat("eval at step ", s.step, ": dev loss ", fmt("%.3f", e.loss), ", ", e.bleu_line, ", chrF ",
+                           fmt("%.1f", e.chrf), better ? " (best so far: saved)" : cat(" (best ", fmt("%.2f", s.best_bleu), ")")));
+      save_last();
+      if (s.evals_since_best >= options.patience) {
+        stop_reason = cat("patience (", options.patience, " evaluations without a better dev BLEU)");
+        break;
+      }
+    }
+    if (g_interrupted) {
+      interrupted = true;
+      break;
+    }
+    if (out_of_time) {
+      stop_reason = cat("the time budget (", r.p.max_minutes, " minutes)");
+      break;
+    }
+  }
+  std::signal(SIGINT, SIG_DFL);
+  save_last();
+  write_curves(run, history, cat("qkgrad ", options.attention, " ", options.src, "→", options.tgt, " (", r.p.name, ")"));
+  if (interrupted) {
+    progress.message(cat("interrupted at step ", s.step, "; saved ", run.last(), ". Continue with the same command plus --resume"));
+    return 130;
+  }
+  progress.message(cat("stopped at step ", s.step, " after ", clock_text(seconds_since(start)), " because of ", stop_reason,
+                       "; best dev BLEU ", fmt("%.2f", s.best_bleu), ". Checkpoints: ", run.best(), ", ", run.last(),
+                       "; curves: ", run.curves()));
+  return 0;
+}
+
+}  // namespace qkgrad::translate

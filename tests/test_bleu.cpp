@@ -1,0 +1,335 @@
+// examples/translate/bleu.h: sacreBLEU-compatible BLEU and chrF. Expected values come from
+// sacreBLEU's own tests and documentation where they exist (each case says where), and from
+// hand computation otherwise (the arithmetic is in the comments).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "translate/bleu.h"
+
+using namespace qkgrad;
+using namespace qkgrad::translate;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+using Lines = std::vector<std::string>;
+
+// sacreBLEU's README example: three system sentences and (the first of) its reference sets.
+const Lines kReadmeSystem = {"The dog bit the man.", "It wasn't surprising.",
+                             "The man had just bitten him."};
+const Lines kReadmeReference = {"The dog bit the man.", "It was not unexpected.",
+                                "The man bit him first."};
+
+// sacreBLEU issue #98 (test_sentence_bleu.py): Romanian, with t-cedilla vs t-comma.
+const std::string kSys98 =
+    "Producția de zahăr primă va fi exprimată în ceea ce privește zahărul alb;";
+const std::string kRef98 = "producţia de zahăr brut se exprimă în zahăr alb;";
+
+// A temporary directory, removed with everything in it at the end of the test.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char pattern[] = "/tmp/qkgrad-bleu-XXXXXX";
+    path = ::mkdtemp(pattern);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string write(const std::string& name, const std::string& bytes) const {
+    const std::string file = path + "/" + name;
+    std::ofstream(file, std::ios::binary) << bytes;
+    return file;
+  }
+};
+
+double bleu(const Lines& hyps, const Lines& refs, BleuTokenize tok = BleuTokenize::t13a) {
+  return corpus_bleu(hyps, refs, tok).score;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// The 13a tokenizer (expected outputs follow sacreBLEU's TokenizerV13a regular expressions)
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("tokenize_13a: punctuation and symbols are split off", "[bleu]") {
+  CHECK(tokenize_13a("Hello, world!") == "Hello , world !");
+  CHECK(tokenize_13a("(hi)") == "( hi )");
+  CHECK(tokenize_13a("end.") == "end .");
+  CHECK(tokenize_13a("Wait...what?") == "Wait . . . what ?");
+  CHECK(tokenize_13a("Mr. Smith's e-mail: a.b@c.com") == "Mr . Smith's e-mail : a . b @ c . com");
+  CHECK(tokenize_13a("[a]{b}|c~d^e_f`g") == "[ a ] { b } | c ~ d ^ e _ f ` g");
+  CHECK(tokenize_13a("#1 @2 *3 +4 =5 ;6 ?7 /8 \\9") ==
+        "# 1 @ 2 * 3 + 4 = 5 ; 6 ? 7 / 8 \\ 9");
+  // Apostrophes and hyphens between letters stay inside the word.
+  CHECK(tokenize_13a("don't") == "don't");
+  CHECK(tokenize_13a("well-known A-1") == "well-known A-1");
+}
+
+TEST_CASE("tokenize_13a: numbers keep their inner periods and commas", "[bleu]") {
+  CHECK(tokenize_13a("It costs $1,000.50, or 3.5%.") == "It costs $ 1,000.50 , or 3.5 % .");
+  CHECK(tokenize_13a("1.5.2019 and v1.2.") == "1.5.2019 and v1.2 .");
+  CHECK(tokenize_13a("a,b 1,2") == "a , b 1,2");
+  // A period between a digit and a non-digit (either order) is split off.
+  CHECK(tokenize_13a("x.5 5.x") == "x . 5 5 . x");
+  // A hyphen after a digit is split off; one before a digit is not.
+  CHECK(tokenize_13a("1990-2000") == "1990 - 2000");
+  CHECK(tokenize_13a("3-") == "3 -");
+}
+
+TEST_CASE("tokenize_13a: HTML entities, <skipped> and line breaks", "[bleu]") {
+  CHECK(tokenize_13a("&quot;Quoted&quot; &amp; &lt;tag&gt;") == "\" Quoted \" & < tag >");
+  CHECK(tokenize_13a("R&amp;D") == "R & D");
+  CHECK(tokenize_13a("x&y") == "x & y");
+  CHECK(tokenize_13a("&amp;lt;") == "<");  // unescaped in sequence: &amp; first, then &lt;
+  CHECK(tokenize_13a("a<skipped>b") == "ab");
+  CHECK(tokenize_13a("hyphen-\nated line\nbreak") == "hyphenated line break");
+}
+
+TEST_CASE("tokenize_13a: Unicode text and whitespace", "[bleu]") {
+  CHECK(tokenize_13a("naïve café.") == "naïve café .");
+  CHECK(tokenize_13a("é.a 3.é é,3") == "é . a 3 . é é , 3");
+  CHECK(tokenize_13a("Ünïcödé„Zitat“ – „mehr“.") == "Ünïcödé„Zitat“ – „mehr“ .");
+  // No-break space, ideographic space, thin space: whitespace to Python's str.split().
+  CHECK(tokenize_13a("a\u00a0b\u3000c\u2009d") == "a b c d");
+  // U+200B ZERO WIDTH SPACE is not whitespace there, so it stays.
+  CHECK(tokenize_13a("a\u200bb") == "a\u200bb");
+  CHECK(tokenize_13a(" a \t b  ") == "a b");
+  CHECK(tokenize_13a("") == "");
+  CHECK(tokenize_13a("   ") == "");
+}
+
+// ---------------------------------------------------------------------------------------------
+// BLEU
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("corpus_bleu: identical hypothesis and reference score 100", "[bleu]") {
+  const BleuScore s = corpus_bleu(kReadmeSystem, kReadmeSystem);
+  CHECK(s.score == Approx(100.0).margin(1e-12));
+  // The line sacreBLEU 2.x prints for this corpus.
+  CHECK(s.format() ==
+        "BLEU = 100.00 100.0/100.0/100.0/100.0 (BP = 1.000 ratio = 1.000 hyp_len = 17 "
+        "ref_len = 17)");
+}
+
+TEST_CASE("corpus_bleu: sacreBLEU README example with a single reference", "[bleu]") {
+  // sacreBLEU 2.x output for the README system against its first reference set.
+  const BleuScore s = corpus_bleu(kReadmeSystem, kReadmeReference);
+  CHECK(s.format() ==
+        "BLEU = 45.07 70.6/42.9/36.4/37.5 (BP = 1.000 ratio = 1.000 hyp_len = 17 ref_len = 17)");
+  // By hand: matches 12/17, 6/14, 4/11, 3/8 and no brevity penalty.
+  const double expected = 100.0 * std::pow(12.0 / 17 * 6.0 / 14 * 4.0 / 11 * 3.0 / 8, 0.25);
+  CHECK(s.score == Approx(expected).epsilon(1e-12));
+  CHECK(s.precision[0] == Approx(100.0 * 12 / 17).epsilon(1e-12));
+  CHECK(s.precision[3] == Approx(37.5).epsilon(1e-12));
+}
+
+TEST_CASE("bleu_from_stats: sacreBLEU README example (two references)", "[bleu]") {
+  // The README's two-reference score, 48.530827 (test_bleu.py), and its printed line. With
+  // two references the statistics are: matches 14/17, 7/14, 5/11, 3/8; closest ref_len 18.
+  BleuStats stats;
+  stats.hyp_len = 17;
+  stats.ref_len = 18;
+  const int64_t correct[4] = {14, 7, 5, 3}, total[4] = {17, 14, 11, 8};
+  for (int n = 0; n < 4; ++n) {
+    stats.correct[n] = correct[n];
+    stats.total[n] = total[n];
+  }
+  const BleuScore s = bleu_from_stats(stats);
+  CHECK(s.score == Approx(48.530827).margin(1e-6));
+  CHECK(s.format() ==
+        "BLEU = 48.53 82.4/50.0/45.5/37.5 (BP = 0.943 ratio = 0.944 hyp_len = 17 ref_len = 18)");
+}
+
+TEST_CASE("bleu_from_stats: sacreBLEU test_scoring case", "[bleu]") {
+  // test_bleu.py: correct [9, 7, 5, 3], total [10, 8, 6, 4], lengths 11 and 11 -> 0.8375922397.
+  BleuStats stats;
+  stats.hyp_len = stats.ref_len = 11;
+  const int64_t correct[4] = {9, 7, 5, 3}, total[4] = {10, 8, 6, 4};
+  for (int n = 0; n < 4; ++n) {
+    stats.correct[n] = correct[n];
+    stats.total[n] = total[n];
+  }
+  CHECK(bleu_from_stats(stats).score / 100 == Approx(0.8375922397).margin(1e-8));
+}
+
+TEST_CASE("corpus_bleu: sacreBLEU test_sentence_bleu (issue #98)", "[bleu]") {
+  // Expected 8.493 with 13a and 7.347 with tokenize none (tolerance 1e-3 as in sacreBLEU).
+  const BleuScore t13a = corpus_bleu({kSys98}, {kRef98});
+  CHECK(t13a.score == Approx(8.493).margin(1e-3));
+  CHECK(t13a.hyp_len == 14);
+  CHECK(t13a.ref_len == 10);
+  const BleuScore none = corpus_bleu({kSys98}, {kRef98}, BleuTokenize::none);
+  CHECK(none.score == Approx(7.347).margin(1e-3));
+  CHECK(none.hyp_len == 13);
+  CHECK(none.ref_len == 9);
+}
+
+TEST_CASE("corpus_bleu_stats: sacreBLEU test_statistics case", "[bleu]") {
+  // test_bleu.py: common [4, 2, 1, 0], total [6, 5, 4, 3].
+  for (BleuTokenize tok : {BleuTokenize::t13a, BleuTokenize::none}) {
+    const BleuStats s = corpus_bleu_stats({"am I am a character sequence"},
+                                          {"I am a symbol string sequence a a"}, tok);
+    CHECK(std::vector<int64_t>(s.correct, s.correct + 4) == std::vector<int64_t>{4, 2, 1, 0});
+    CHECK(std::vector<int64_t>(s.total, s.total + 4) == std::vector<int64_t>{6, 5, 4, 3});
+    CHECK(s.hyp_len == 6);
+    CHECK(s.ref_len == 8);
+  }
+}
+
+TEST_CASE("corpus_bleu: no overlap scores 0 (sacreBLEU issue #141)", "[bleu]") {
+  const BleuScore s = corpus_bleu({"this is a cat"}, {"okay thanks"});
+  CHECK(s.score == 0.0);
+  // Without any match, sacreBLEU reports every precision as 0 (no smoothing applied).
+  CHECK(s.format() ==
+        "BLEU = 0.00 0.0/0.0/0.0/0.0 (BP = 1.000 ratio = 2.000 hyp_len = 4 ref_len = 2)");
+  // test_raw_bleu: two system lines against references that share nothing.
+  CHECK(bleu({"this is a test", "another test"}, {"ref1", "ref2"}) == 0.0);
+}
+
+TEST_CASE("corpus_bleu: 'exp' smoothing of orders without matches", "[bleu]") {
+  // One zero order: p = 3/4, 2/3, 1/2 and 100 / (2 * 1) percent -> (1/8)^(1/4).
+  CHECK(bleu({"this is a fest"}, {"this is a test"}) ==
+        Approx(100.0 * std::pow(0.125, 0.25)).epsilon(1e-12));
+  // Two zero orders: p = 3/4, 1/3, then 100 / (2 * 2) and 100 / (4 * 1) percent -> 2^(-3/2).
+  const BleuScore s = corpus_bleu({"a b c d"}, {"a b x d"});
+  CHECK(s.precision[2] == Approx(25.0).epsilon(1e-15));
+  CHECK(s.precision[3] == Approx(25.0).epsilon(1e-15));
+  CHECK(s.score == Approx(100.0 * std::pow(2.0, -1.5)).epsilon(1e-12));
+}
+
+TEST_CASE("corpus_bleu: brevity penalty", "[bleu]") {
+  // 5 words against 6, all n-grams correct: BLEU = 100 exp(1 - 6/5).
+  const BleuScore s = corpus_bleu({"the cat sat on the"}, {"the cat sat on the mat"});
+  CHECK(s.brevity_penalty == Approx(std::exp(-0.2)).epsilon(1e-15));
+  CHECK(s.score == Approx(100.0 * std::exp(-0.2)).epsilon(1e-12));
+  CHECK(s.format() ==
+        "BLEU = 81.87 100.0/100.0/100.0/100.0 (BP = 0.819 ratio = 0.833 hyp_len = 5 ref_len = 6)");
+  // Longer hypotheses are not rewarded: BP stays 1.
+  CHECK(corpus_bleu({"the cat sat on the mat ."}, {"the cat sat on the mat"}).brevity_penalty ==
+        1.0);
+  // A corpus with no 4-gram at all scores 0, as in sacreBLEU (smoothing needs a count).
+  const BleuScore short_one = corpus_bleu({"the cat sat"}, {"the cat sat on the mat"});
+  CHECK(short_one.score == 0.0);
+  CHECK(short_one.format() ==
+        "BLEU = 0.00 100.0/100.0/100.0/0.0 (BP = 0.368 ratio = 0.500 hyp_len = 3 ref_len = 6)");
+}
+
+TEST_CASE("corpus_bleu: empty hypotheses score 0 with BP 0", "[bleu]") {
+  // test_bleu.py: ('', '', '') against the README references -> 0.0.
+  const BleuScore s = corpus_bleu({"", "", ""}, kReadmeReference);
+  CHECK(s.score == 0.0);
+  CHECK(s.format() ==
+        "BLEU = 0.00 0.0/0.0/0.0/0.0 (BP = 0.000 ratio = 0.000 hyp_len = 0 ref_len = 17)");
+}
+
+TEST_CASE("corpus_bleu: matches are clipped to the reference counts", "[bleu]") {
+  // "the" x4 against a reference with one "the": 1-gram precision 1/4, and no higher matches.
+  const BleuStats s = corpus_bleu_stats({"the the the the"}, {"the cat"});
+  CHECK(s.correct[0] == 1);
+  CHECK(s.total[0] == 4);
+  CHECK(s.correct[1] == 0);
+}
+
+TEST_CASE("corpus_bleu: 13a versus none tokenization", "[bleu]") {
+  // Detokenized hypothesis, tokenized reference: 13a makes them equal, none does not.
+  CHECK(bleu({"Hello, world!"}, {"Hello , world !"}) == Approx(100.0).margin(1e-12));
+  const BleuStats none = corpus_bleu_stats({"Hello, world!"}, {"Hello , world !"},
+                                           BleuTokenize::none);
+  CHECK(none.hyp_len == 2);
+  CHECK(none.ref_len == 4);
+  CHECK(none.correct[0] == 0);
+  // none still splits on any whitespace, tabs and trailing spaces included.
+  CHECK(bleu({"a b\tc  d  "}, {"a b c d"}, BleuTokenize::none) == Approx(100.0).margin(1e-12));
+}
+
+TEST_CASE("corpus_bleu: statistics of parts add up to the whole", "[bleu]") {
+  BleuStats parts = corpus_bleu_stats({kReadmeSystem[0]}, {kReadmeReference[0]});
+  parts += corpus_bleu_stats({kReadmeSystem[1], kReadmeSystem[2]},
+                             {kReadmeReference[1], kReadmeReference[2]});
+  const BleuScore whole = corpus_bleu(kReadmeSystem, kReadmeReference);
+  CHECK(bleu_from_stats(parts).score == whole.score);
+}
+
+TEST_CASE("corpus_bleu and corpus_chrf: clear errors", "[bleu]") {
+  CHECK_THROWS_WITH(corpus_bleu({"a", "b", "c"}, {"a", "b"}),
+                    Contains("corpus_bleu: 3 hypothesis lines but 2 reference lines"));
+  CHECK_THROWS_WITH(corpus_chrf({"a"}, {"a", "b"}),
+                    Contains("corpus_chrf: 1 hypothesis lines but 2 reference lines"));
+  CHECK_THROWS_WITH(corpus_bleu({}, {}), Contains("corpus is empty"));
+  CHECK_THROWS_WITH(corpus_bleu({"a", "b"}, {"a", ""}),
+                    Contains("reference line 2 is empty"));
+  CHECK_THROWS_WITH(corpus_chrf({"a", "b\xff"}, {"a", "b"}),
+                    Contains("hypothesis line 2 is not valid UTF-8 (byte 0xFF at byte offset 1)"));
+  // Overlong encodings and surrogates are invalid too.
+  CHECK_THROWS_AS(corpus_bleu({"\xc0\xaf"}, {"a"}), Error);
+  CHECK_THROWS_AS(corpus_bleu({"a"}, {"\xed\xa0\x80"}), Error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// chrF
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("corpus_chrf: published sacreBLEU values", "[bleu]") {
+  // The chrF metric card's example (sacreBLEU CHRF defaults): 84.64214891738334.
+  CHECK(corpus_chrf({"The relationship between cats and dogs is not exactly friendly.",
+                     "a good bookshop is just a genteel black hole that knows how to read."},
+                    {"The relationship between dogs and cats is not exactly friendly.",
+                     "A good bookshop is just a genteel Black Hole that knows how to read."}) ==
+        Approx(84.64214891738334).margin(1e-9));
+  // The same card's single-sentence example: 61.576379378113785.
+  CHECK(corpus_chrf({"The relationship between Obama and Netanyahu is not exactly friendly."},
+                    {"The ties between Obama and Netanyahu are not particularly friendly."}) ==
+        Approx(61.576379378113785).margin(1e-9));
+}
+
+TEST_CASE("corpus_chrf: sacreBLEU effective-order cases", "[bleu]") {
+  // test_chrf.py test_cases_effective_order; in these P = R, so beta does not matter.
+  CHECK(corpus_chrf({"a"}, {"a"}) == Approx(100.0).margin(1e-9));
+  CHECK(corpus_chrf({""}, {"reference"}) == 0.0);
+  CHECK(corpus_chrf({"a b c"}, {"a b c"}) == Approx(100.0).margin(1e-9));
+  CHECK(corpus_chrf({"a b c"}, {"abc"}) == Approx(100.0).margin(1e-9));  // whitespace removed
+  CHECK(corpus_chrf({""}, {"c"}) == 0.0);
+  CHECK(corpus_chrf({"a", "b"}, {"a", "c"}) == Approx(50.0).margin(1e-9));
+  CHECK(corpus_chrf({"aa"}, {"ab"}) == Approx(25.0).margin(1e-9));
+}
+
+TEST_CASE("corpus_chrf: hand-computed values", "[bleu]") {
+  // "ab" vs "abc": order 1 P = 2/2, R = 2/3; order 2 P = 1/1, R = 1/2; order 3 has no
+  // hypothesis n-gram, so it is left out. P = 1, R = 7/12, chrF = 100 * 5PR / (4P + R) = 700/11.
+  CHECK(corpus_chrf({"ab"}, {"abc"}) == Approx(700.0 / 11).epsilon(1e-12));
+  // Characters are code points, not bytes: "éa" vs "ea" matches one of two characters.
+  CHECK(corpus_chrf({"éa"}, {"ea"}) == Approx(25.0).margin(1e-9));
+  CHECK(corpus_chrf({"é"}, {"é"}) == Approx(100.0).margin(1e-9));
+  // Any Unicode whitespace is removed before counting.
+  CHECK(corpus_chrf({"a\u00a0b\u3000c"}, {"abc"}) == Approx(100.0).margin(1e-9));
+  CHECK(corpus_chrf({"xyz"}, {"abc"}) == 0.0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// read_lines
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("read_lines: line endings and trailing whitespace", "[bleu]") {
+  TempDir dir;
+  CHECK(read_lines(dir.write("crlf.txt", "first\r\nsecond  \nthird")) ==
+        Lines{"first", "second", "third"});
+  CHECK(read_lines(dir.write("blank.txt", "a\n\nb\n")) == Lines{"a", "", "b"});
+  CHECK(read_lines(dir.write("empty.txt", "")).empty());
+  CHECK(read_lines(dir.write("utf8.txt", "Grüße\nnaïve\n")) == Lines{"Grüße", "naïve"});
+}
+
+TEST_CASE("read_lines: errors name the file and the line", "[bleu]") {
+  TempDir dir;
+  const std::string bad = dir.write("latin1.txt", "fine\ncaf\xe9\n");
+  CHECK_THROWS_WITH(read_lines(bad), Contains(bad) && Contains("line 2") &&
+                                         Contains("not valid UTF-8"));
+  const std::string missing = dir.path + "/missing.txt";
+  CHECK_THROWS_WITH(read_lines(missing), Contains("cannot open '" + missing + "'"));
+}

@@ -1,0 +1,227 @@
+// The translation pipeline's own parts: corpus reading and its errors, batching, percentiles,
+// subwords, beam search, the argument parser, and a tiny end-to-end train / resume / translate.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "core/autograd.h"
+#include "core/error.h"
+#include "nn/checkpoint.h"
+#include "nn/decode.h"
+#include "nn/json.h"
+#include "translate/args.h"
+#include "translate/batching.h"
+#include "translate/beam_search.h"
+#include "translate/corpus.h"
+#include "translate/run_dir.h"
+#include "translate/subwords.h"
+#include "translate/trainer.h"
+#include "toy_seq2seq.h"
+
+using namespace qkgrad;
+using namespace qkgrad::translate;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char pattern[] = "/tmp/qkgrad-translate-XXXXXX";
+    path = ::mkdtemp(pattern);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string operator/(const std::string& name) const { return path + "/" + name; }
+};
+
+void write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+
+// A tiny "language pair": numbers written as words, source in Spanish, target in English.
+void write_number_corpus(const std::string& dir, int n, uint64_t seed) {
+  const char* es[] = {"cero", "uno", "dos", "tres", "cuatro", "cinco", "seis", "siete", "ocho", "nueve"};
+  const char* en[] = {"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"};
+  Generator gen(seed);
+  for (const char* split : {"train", "dev", "test"}) {
+    std::string s, t;
+    const int count = std::string(split) == "train" ? n : 40;
+    for (int i = 0; i < count; ++i) {
+      const int len = 1 + static_cast<int>(gen.next_below(4));
+      for (int j = 0; j < len; ++j) {
+        const int d = static_cast<int>(gen.next_below(10));
+        s += std::string(j ? " " : "") + es[d];
+        t += std::string(j ? " " : "") + en[d];
+      }
+      s += "\n";
+      t += "\n";
+    }
+    write(dir + "/" + split + ".es", s);
+    write(dir + "/" + split + ".en", t);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("corpus reading: CRLF, tabs, whitespace-only lines, over-long lines", "[translate]") {
+  TempDir tmp;
+  write(tmp / "a.es", "hola\r\n\tuno  dos\t\n   \nlargo largo largo\n");
+  write(tmp / "a.en", "hello\r\none two\nthree\nlong\n");
+  const ParallelCorpus c = read_parallel(tmp / "a.es", tmp / "a.en", 10);
+  CHECK(c.src == std::vector<std::string>{"hola", "uno dos"});
+  CHECK(c.tgt == std::vector<std::string>{"hello", "one two"});
+  CHECK(c.dropped_empty == 1);
+  CHECK(c.dropped_long == 1);
+}
+
+TEST_CASE("corpus errors name the files, lines and counts", "[translate][errors]") {
+  TempDir tmp;
+  write(tmp / "a.es", "uno\ndos\n");
+  write(tmp / "a.en", "one\n");
+  CHECK_THROWS_WITH(read_parallel(tmp / "a.es", tmp / "a.en"),
+                    Contains("a.es has 2 lines but") && Contains("a.en has 1"));
+  write(tmp / "bad.txt", "ok\nbad \xff byte\n");
+  CHECK_THROWS_WITH(read_text_lines(tmp / "bad.txt"), Contains("bad.txt:2: invalid UTF-8 at byte 5"));
+  write(tmp / "nul.txt", std::string("a\0b\n", 4));
+  CHECK_THROWS_WITH(read_text_lines(tmp / "nul.txt"), Contains("nul.txt:1: contains a NUL byte"));
+  write(tmp / "e.es", "\n  \n");
+  write(tmp / "e.en", "\n\n");
+  CHECK_THROWS_WITH(read_parallel(tmp / "e.es", tmp / "e.en"), Contains("empty corpus"));
+  CHECK_THROWS_WITH(read_text_lines(tmp / "missing.txt"), Contains("missing.txt"));
+  CHECK(valid_utf8("ñandú ▁ 😀"));
+  CHECK_FALSE(valid_utf8("\xc0\xaf"));      // overlong
+  CHECK_FALSE(valid_utf8("\xed\xa0\x80"));  // surrogate
+}
+
+TEST_CASE("batches respect the token budget, cover every pair once, and shuffle per epoch from the seed", "[translate]") {
+  std::vector<Pair> pairs;
+  Generator gen(3);
+  for (int i = 0; i < 200; ++i) {
+    Pair p;
+    for (uint64_t j = 0; j < 1 + gen.next_below(30); ++j) p.src.push_back(4);
+    for (uint64_t j = 0; j < 1 + gen.next_below(30); ++j) p.tgt.push_back(5);
+    pairs.push_back(p);
+  }
+  const BatchPlan plan(pairs, 200);
+  std::vector<int> seen(200, 0);
+  for (int64_t b = 0; b < plan.batches_per_epoch(); ++b) {
+    const Batch batch = make_batch(pairs, plan.group(b));
+    CHECK(batch.src.numel() <= 200);
+    CHECK(batch.tgt_in.numel() <= 200);
+    for (int64_t i : batch.indices) ++seen[static_cast<std::size_t>(i)];
+  }
+  CHECK(std::all_of(seen.begin(), seen.end(), [](int s) { return s == 1; }));
+  CHECK(plan.epoch_order(1, 0) == plan.epoch_order(1, 0));
+  CHECK(plan.epoch_order(1, 0) != plan.epoch_order(1, 1));
+  CHECK(plan.epoch_order(1, 0) != plan.epoch_order(2, 0));
+  const Batch b = make_batch({{{7, 8}, {9}}, {{7}, {9, 9, 9}}}, {0, 1});
+  CHECK(b.src.to_ids() == std::vector<int64_t>{7, 8, 2, 7, 2, 0});
+  CHECK(b.tgt_in.to_ids() == std::vector<int64_t>{1, 9, 0, 0, 1, 9, 9, 9});
+  CHECK(b.tgt_out.to_ids() == std::vector<int64_t>{9, 2, 0, 0, 9, 9, 9, 2});
+  CHECK(b.tgt_lengths == std::vector<int64_t>{2, 4});
+  CHECK(percentile({5, 1, 3, 2, 4}, 50) == 3);
+  CHECK(percentile({5, 1, 3, 2, 4}, 97.5) == 5);
+}
+
+TEST_CASE("subwords: train, encode, decode; a vocabulary the corpus cannot support is a clear error", "[translate]") {
+  TempDir tmp;
+  write_number_corpus(tmp.path, 300, 1);
+  Subwords::train({{tmp / "train.es", tmp / "train.en"}, tmp / "sw.model", 40, 1});
+  const Subwords sw(tmp / "sw.model");
+  CHECK(sw.vocab_size() == 40);
+  const auto ids = sw.encode("dos tres");
+  CHECK(!ids.empty());
+  CHECK(sw.decode(ids) == "dos tres");
+  CHECK_THROWS_WITH(Subwords::train({{tmp / "train.es"}, tmp / "big.model", 5000, 1}),
+                    Contains("SentencePiece training failed") && Contains("lower --vocab-size"));
+  CHECK_FALSE(fs::exists(tmp / "big.model"));
+}
+
+TEST_CASE("beam search with beam 1 equals greedy decoding; wider beams score at least as well", "[translate]") {
+  TransformerConfig c;
+  c.vocab = 14;
+  c.d_model = 16;
+  c.heads = 2;
+  c.ffn = 32;
+  c.encoder_layers = c.decoder_layers = 1;
+  c.qknorm_length = 8;
+  c.seed = 4;
+  Seq2SeqTransformer model(c);
+  model.eval();
+  Generator g(2);
+  const toy::Batch b = toy::make_batch(g, 5, 10, 2, 6, false);
+  std::vector<std::vector<int64_t>> sources;  // each row's ids without its eos
+  const std::vector<int64_t> ids = b.src.to_ids();
+  for (std::size_t i = 0; i < b.targets.size(); ++i) {
+    const auto row = ids.begin() + static_cast<std::ptrdiff_t>(i) * b.src.size(1);
+    sources.push_back(std::vector<int64_t>(row, row + b.src_lengths[i] - 1));
+  }
+  // An untrained model rarely ends a sentence: both stop at their length limits, greedy at 30
+  // tokens, beam search at |source| + 8; compare up to the beam's limit.
+  const auto greedy = greedy_decode(model, b.src, b.src_lengths, 30);
+  const auto beam1 = beam_search(model, sources, BeamOptions{1, 0.0, 8});
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    const std::size_t limit = sources[i].size() + 8;
+    const std::vector<int64_t> g(greedy[i].begin(), greedy[i].begin() + static_cast<std::ptrdiff_t>(std::min(limit, greedy[i].size())));
+    CHECK(beam1[i] == g);
+  }
+  const auto beam4 = translate_all(model, sources, BeamOptions{4, 0.6, 8}, 12);
+  CHECK(beam4.size() == sources.size());
+}
+
+TEST_CASE("argument errors are usage errors that name the option", "[translate][errors]") {
+  std::string run;
+  int64_t beam = 4;
+  Args args("qkgrad-translate translate", "test");
+  args.option("run", "run directory", &run, true);
+  args.option("beam", "beam", &beam, 1, 64);
+  auto parse = [&](std::vector<std::string> words) {
+    std::vector<char*> argv;
+    for (auto& w : words) argv.push_back(w.data());
+    return args.parse(static_cast<int>(argv.size()), argv.data(), 0);
+  };
+  CHECK_THROWS_AS(parse({"--beam", "-1", "--run", "x"}), UsageError);
+  CHECK_THROWS_WITH(parse({"--beam", "-1", "--run", "x"}), Contains("--beam must be between 1 and 64, got -1"));
+  CHECK_THROWS_WITH(parse({"--bogus"}), Contains("unknown option '--bogus'"));
+  CHECK_THROWS_WITH(parse({"--beam", "3"}), Contains("--run is required"));
+  CHECK_THROWS_WITH(parse({"--beam", "x", "--run", "r"}), Contains("--beam needs an integer, got 'x'"));
+  CHECK(parse({"--beam=8", "--run", "r"}));
+  CHECK(beam == 8);
+}
+
+TEST_CASE("end to end: train a tiny model, resume it exactly, translate with it", "[translate][slow]") {
+  TempDir tmp;
+  write_number_corpus(tmp / "", 600, 2);
+  TrainOptions o;
+  o.data_dir = tmp.path;
+  o.run_dir = tmp / "run";
+  o.preset = "tiny";
+  o.vocab_size = 40;
+  o.batch_tokens = 400;
+  o.warmup = 20;
+  o.lr = 3e-3;
+  o.eval_every = 30;
+  o.eval_sentences = 20;
+  o.max_minutes = 0;
+  o.max_steps = 60;
+  o.max_length = 40;
+  o.threads = 1;
+  REQUIRE(train(o) == 0);
+  CHECK(fs::exists(tmp / "run/checkpoints/best/model.safetensors"));
+  CHECK(fs::exists(tmp / "run/curves.svg"));
+  CHECK(fs::exists(tmp / "run/metrics.jsonl"));
+  // Starting again into the same run is refused; nothing is overwritten.
+  CHECK_THROWS_WITH(train(o), Contains("already holds a trained run; use --resume"));
+  // Resume for 30 more steps.
+  o.resume = true;
+  o.max_steps = 90;
+  REQUIRE(train(o) == 0);
+  CHECK(load_trainer_state(tmp / "run/checkpoints/last").get_int("step") == 90);
+  // Resuming with another attention mode is refused.
+  o.attention = "scaled_dot";
+  CHECK_THROWS_WITH(train(o), Contains("attention") && Contains("resume with the same options"));
+  LoadedModel m = load_trained_model(o.run_dir);
+  const auto out = translate_all(*m.model, {m.subwords->encode("dos tres")}, BeamOptions{});
+  CHECK(out.size() == 1);
+}
