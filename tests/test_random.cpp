@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "backends/backend.h"
+#include "backends/cpu/cpu_philox.h"
 #include "core/philox.h"
 #include "core/tensor.h"
 
@@ -93,4 +94,17 @@ TEST_CASE("uniforms lie strictly inside (0, 1) even at the extreme bit patterns"
   CHECK(philox::uniform_f32(0u) > 0.0f);
   CHECK(philox::uniform_f64(0xffffffffu, 0xffffffffu) < 1.0);
   CHECK(philox::uniform_f64(0u, 0u) > 0.0);
+}
+
+TEST_CASE("the vectorised Philox batch equals block-by-block Philox", "[random]") {
+  for (uint64_t first : {uint64_t{0}, uint64_t{13}, (uint64_t{1} << 32) - 5}) {
+    for (int64_t count : {1, 15, 16, 17, 100}) {
+      std::vector<uint32_t> words(static_cast<std::size_t>(4 * count));
+      cpu::philox_words(0x1234567890ull, 7, first, count, words.data());
+      for (int64_t i = 0; i < count; ++i) {
+        const philox::Block b = philox::random_block(0x1234567890ull, 7, first + static_cast<uint64_t>(i));
+        for (int w = 0; w < 4; ++w) CHECK(words[static_cast<std::size_t>(4 * i + w)] == b.v[w]);
+      }
+    }
+  }
 }

@@ -16,6 +16,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_blas.h"
 #include "backends/cpu/cpu_common.h"
+#include "backends/cpu/cpu_philox.h"
 #include "core/philox.h"
 
 namespace qkgrad {
@@ -48,7 +49,9 @@ bool visible(const AttentionSpec& s, const Head& hd, int64_t i, int64_t j) {
   return j < hd.key_length && (!s.causal || j <= i + s.query_offset);
 }
 
-// The dropout factor z_ij / (1 − p) of (5), from the Philox word of element ((b·H + h)·tq + i)·tk + j.
+// The dropout factors z_ij / (1 − p) of (5) for one row i of one (b, h): element j reads the
+// Philox word of stream element ((b·H + h)·tq + i)·tk + j. The row's words are generated in one
+// vectorised batch into a per-thread scratch buffer.
 struct DropoutMask {
   const AttentionSpec& s;
   uint32_t threshold;
@@ -56,11 +59,13 @@ struct DropoutMask {
   explicit DropoutMask(const AttentionSpec& spec)
       : s(spec), threshold(static_cast<uint32_t>(std::min(std::ldexp(spec.dropout, 32), 4294967295.0))),
         scale(1.0 / (1.0 - spec.dropout)) {}
-  double factor(int64_t b, int64_t h, int64_t i, int64_t j) const {
-    if (s.dropout == 0) return 1.0;
-    const uint64_t index = static_cast<uint64_t>(((b * s.heads + h) * s.tq + i) * s.tk + j);
-    const philox::Block blk = philox::random_block(s.rs.seed, s.rs.stream, s.rs.first_block + index / 4);
-    return blk.v[index % 4] >= threshold ? scale : 0.0;
+  template <typename T>
+  void row(int64_t b, int64_t h, int64_t i, T* factors) const {
+    thread_local std::vector<uint32_t> scratch;
+    scratch.resize(static_cast<std::size_t>(4 * (s.tk / 4 + 2)));
+    const uint64_t index = static_cast<uint64_t>(((b * s.heads + h) * s.tq + i) * s.tk);
+    const uint32_t* words = cpu::philox_element_words(s.rs.seed, s.rs.stream, s.rs.first_block, index, s.tk, scratch.data());
+    for (int64_t j = 0; j < s.tk; ++j) factors[j] = words[j] >= threshold ? static_cast<T>(scale) : T(0);
   }
 };
 
@@ -156,8 +161,10 @@ void CpuBackend::attention_forward(const AttentionSpec& s, const Tensor& q, cons
       const T* P_used = P;
       if (s.dropout > 0) {
         T* Pd = W + static_cast<int64_t>(omp_get_thread_num()) * per_thread;
-        for (int64_t i = 0; i < s.tq; ++i)
-          for (int64_t j = 0; j < s.tk; ++j) Pd[i * s.tk + j] = P[i * s.tk + j] * static_cast<T>(dropout.factor(b, h, i, j));
+        for (int64_t i = 0; i < s.tq; ++i) {
+          dropout.row(b, h, i, Pd + i * s.tk);
+          for (int64_t j = 0; j < s.tk; ++j) Pd[i * s.tk + j] *= P[i * s.tk + j];
+        }
         P_used = Pd;
       }
       cpu::gemm(false, false, s.tq, d, s.tk, 1.0, P_used, s.tk, V + hd.kv_offset, hd.ld, 0.0, out_h, hd.ld);
@@ -215,19 +222,18 @@ void CpuBackend::attention_backward(const AttentionSpec& s, const Tensor& q, con
         for (int64_t i = 0; i < s.tq; ++i) std::fill(dq_h + i * hd.ld, dq_h + i * hd.ld + d, T(0));
         continue;
       }
-      // dv = P'ᵀ dO (7), with P' = z ⊙ P built in A when there is dropout.
+      // dv = P'ᵀ dO (7), with P' = z ⊙ P built in dS (and the factors z/(1 − p) in A) under dropout.
       const T* P_used = P;
-      if (s.dropout > 0) {
-        for (int64_t i = 0; i < s.tq; ++i)
-          for (int64_t j = 0; j < s.tk; ++j) A[i * s.tk + j] = P[i * s.tk + j] * static_cast<T>(dropout.factor(b, h, i, j));
-        P_used = A;
+      if (s.dropout > 0) {  // A holds the factors z/(1 − p) until dP is formed
+        for (int64_t i = 0; i < s.tq; ++i) dropout.row(b, h, i, A + i * s.tk);
+        for (int64_t k = 0; k < tile; ++k) dS[k] = A[k] * P[k];  // P' in dS for the dv product
+        P_used = dS;
       }
       cpu::gemm(true, false, s.tk, d, s.tq, 1.0, P_used, s.tk, do_h, hd.ld, 0.0, dV + hd.kv_offset, hd.ld);
-      // dP' = dO vᵀ (8), then dP = z ⊙ dP' (9).
+      // dP' = dO vᵀ (8), then dP = z ⊙ dP' (9) with the factors still in A.
       cpu::gemm(false, true, s.tq, s.tk, d, 1.0, do_h, hd.ld, v_h, hd.ld, 0.0, dS, s.tk);
       if (s.dropout > 0) {
-        for (int64_t i = 0; i < s.tq; ++i)
-          for (int64_t j = 0; j < s.tk; ++j) dS[i * s.tk + j] *= static_cast<T>(dropout.factor(b, h, i, j));
+        for (int64_t k = 0; k < tile; ++k) dS[k] *= A[k];
       }
       // dS = P ⊙ (dP − D), with D_i = dO_i · O_i (10)–(11).
       for (int64_t i = 0; i < s.tq; ++i) {

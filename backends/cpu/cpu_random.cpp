@@ -7,6 +7,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_common.h"
+#include "backends/cpu/cpu_philox.h"
 #include "core/philox.h"
 
 namespace qkgrad {
@@ -84,14 +85,14 @@ void CpuBackend::dropout(const Tensor& x, double p, RandomStream rs, Tensor& y) 
     const uint32_t threshold = drop_threshold(p);
     const T scale = static_cast<T>(1.0 / (1.0 - p));
     const int64_t n = x.numel();
-    // One block gives the words of 4 consecutive elements.
+    // Chunks of 1024 elements (256 blocks): the words of a chunk are generated in one batch.
+    constexpr int64_t kChunk = 1024;
 #pragma omp parallel for schedule(static) if (n >= kParallelGrain)
-    for (int64_t b = 0; b < (n + 3) / 4; ++b) {
-      const philox::Block blk = philox::random_block(rs.seed, rs.stream, rs.first_block + static_cast<uint64_t>(b));
-      for (int64_t w = 0; w < 4 && 4 * b + w < n; ++w) {
-        const int64_t i = 4 * b + w;
-        out[i] = blk.v[w] >= threshold ? in[i] * scale : T(0);
-      }
+    for (int64_t start = 0; start < n; start += kChunk) {
+      uint32_t words[kChunk];
+      const int64_t len = std::min(kChunk, n - start);
+      cpu::philox_words(rs.seed, rs.stream, rs.first_block + static_cast<uint64_t>(start / 4), (len + 3) / 4, words);
+      for (int64_t j = 0; j < len; ++j) out[start + j] = words[j] >= threshold ? in[start + j] * scale : T(0);
     }
   });
 }
