@@ -27,14 +27,19 @@ ensure_packages() {
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" || return 1
 }
 
-# configure_and_build DIR [meson options...]: release build in DIR, warnings are errors.
-configure_and_build() {
+# configure DIR [meson options...]: a release build directory, warnings are errors.
+configure() {
   local dir="$1"
   shift
   if [ -f "$dir/build.ninja" ]; then
-    meson setup --reconfigure "$dir" --werror "$@" >/dev/null || return 1
+    meson setup --reconfigure "$dir" --werror "$@" >/dev/null
   else
-    meson setup "$dir" --buildtype=release --werror "$@" || return 1
+    meson setup "$dir" --buildtype=release --werror "$@"
   fi
-  ninja -C "$dir"
+}
+
+# configure_and_build DIR [meson options...]: configure, then build every target.
+configure_and_build() {
+  configure "$@" || return 1
+  ninja -C "$1"
 }

@@ -96,10 +96,16 @@ int cmd_train(int argc, char** argv) {
   args.option("max-minutes", "time budget (preset's if unset; 0: none)", &o.max_minutes, 0, 1e7);
   args.option("max-steps", "step budget (preset's if unset)", &o.max_steps, 1, int64_t{1} << 40);
   args.option("seed", "seed for subwords, initialisation, dropout and data order", &o.seed, 0, int64_t{1} << 62);
+  args.option("layers", "encoder and decoder layers (preset's if unset)", &o.layers, 1, 64);
+  args.option("d-model", "model width (preset's if unset)", &o.d_model, 2, 16384);
+  args.option("heads", "attention heads (preset's if unset)", &o.heads, 1, 256);
+  args.option("ffn", "feed-forward width (preset's if unset)", &o.ffn, 1, 65536);
+  args.option("dropout", "every dropout rate at once (preset's if unset)", &o.dropout, 0, 0.99);
   args.option("vocab-size", "subword vocabulary size (preset's if unset)", &o.vocab_size, 8, 1000000);
   args.option("batch-tokens", "padded tokens per batch (preset's if unset)", &o.batch_tokens, 16, 10000000);
   args.option("lr", "peak learning rate (preset's if unset)", &o.lr, 1e-9, 10);
   args.option("warmup", "warmup steps (preset's if unset)", &o.warmup, 0, int64_t{1} << 40);
+  args.choice("schedule", "learning-rate schedule after warmup (preset's if unset): plateau = flat, x0.8 when dev BLEU stalls 3 times (the paper); cosine = decay to 0 at --max-steps", &o.schedule, {"plateau", "cosine", "inverse_sqrt"});
   args.option("eval-every", "steps between dev evaluations (preset's if unset)", &o.eval_every, 1, int64_t{1} << 40);
   args.option("eval-sentences", "dev sentences translated at each evaluation (0: all)", &o.eval_sentences, 0, int64_t{1} << 40);
   args.option("patience", "stop after this many evaluations without a better dev BLEU", &o.patience, 1, 1000000);

@@ -22,7 +22,8 @@ struct Preset {
   int64_t max_steps = 100000;
   int64_t eval_every = 1000;     // steps between dev evaluations
   int64_t eval_sentences = 500;  // dev sentences translated for BLEU at each evaluation (0: all)
-  double max_minutes = 0;        // 0: no time budget
+  double max_minutes = 0;        // 0: no time budget (a safety stop; the step budget decides)
+  std::string schedule = "plateau";  // plateau (the paper's), cosine (to 0 at max_steps), inverse_sqrt
 };
 Preset preset_by_name(const std::string& name);  // tiny (smoke tests), demo, small, paper
 
@@ -31,8 +32,11 @@ struct TrainOptions {
   std::string attention = "qknorm";  // or scaled_dot
   std::string norm = "layer_norm";   // or scale_norm
   std::string preset = "small";
+  std::string schedule;              // empty: the preset's (plateau, cosine or inverse_sqrt)
   double max_minutes = -1;           // < 0: the preset's
   int64_t max_steps = -1, vocab_size = -1, batch_tokens = -1, warmup = -1, eval_every = -1, eval_sentences = -1;
+  int64_t layers = -1, d_model = -1, heads = -1, ffn = -1;  // model size overrides (-1: the preset's)
+  double dropout = -1;                                       // all dropouts at once (-1: the preset's)
   double lr = -1;
   int64_t seed = 1;
   int64_t patience = 10;             // stop after this many evaluations without a better dev BLEU

@@ -1,0 +1,147 @@
+// qkgrad-translate as users run it: --help on every subcommand, exit statuses and messages for
+// bad input, and Ctrl-C during training saving a checkpoint that --resume continues.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "core/error.h"
+#include "nn/checkpoint.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kProgram = std::string(QKGRAD_BUILD_DIR) + "/examples/qkgrad-translate";
+
+struct Result {
+  int status;
+  std::string output;  // stdout and stderr
+};
+
+Result run(const std::string& args) {
+  const std::string command = kProgram + " " + args + " 2>&1";
+  std::FILE* pipe = ::popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  Result r{0, ""};
+  std::array<char, 4096> buf{};
+  for (std::size_t n; (n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0;) r.output.append(buf.data(), n);
+  const int status = ::pclose(pipe);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char pattern[] = "/tmp/qkgrad-cli-XXXXXX";
+    path = ::mkdtemp(pattern);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string operator/(const std::string& name) const { return path + "/" + name; }
+};
+
+void write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+
+void write_corpus(const std::string& dir, int lines) {
+  const char* es[] = {"uno", "dos", "tres", "cuatro", "cinco"};
+  const char* en[] = {"one", "two", "three", "four", "five"};
+  for (const char* split : {"train", "dev", "test"}) {
+    std::ofstream s(dir + "/" + split + ".es"), t(dir + "/" + split + ".en");
+    for (int i = 0; i < lines; ++i) {
+      s << es[i % 5] << " " << es[(i / 5) % 5] << "\n";
+      t << en[i % 5] << " " << en[(i / 5) % 5] << "\n";
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("every subcommand answers --help", "[cli]") {
+  for (const char* command : {"prepare-bible", "train", "translate", "eval", "bleu", "grads", "attention"}) {
+    const Result r = run(std::string(command) + " --help");
+    INFO(command << ": " << r.output);
+    CHECK(r.status == 0);
+    CHECK(r.output.find("usage: qkgrad-translate") != std::string::npos);
+  }
+  CHECK(run("--help").status == 0);
+  CHECK(run("").status == 2);
+  CHECK(run("frobnicate").status == 2);
+}
+
+TEST_CASE("bad input gives a clear message and a non-zero status, never a crash", "[cli][errors]") {
+  TempDir tmp;
+  Result r = run("translate --run " + tmp / "nope" + " --beam -1");
+  CHECK(r.status == 2);
+  CHECK(r.output.find("--beam must be between 1 and 64, got -1") != std::string::npos);
+  r = run("train --data " + tmp.path + " --run " + tmp / "run" + " --batch-tokens 0");
+  CHECK(r.status == 2);
+  CHECK(r.output.find("--batch-tokens must be between") != std::string::npos);
+  r = run("train --data " + tmp.path + " --run " + tmp / "run" + " --colour blue");
+  CHECK(r.status == 2);
+  CHECK(r.output.find("unknown option '--colour'") != std::string::npos);
+  r = run("translate --run " + tmp / "nope");
+  CHECK(r.status == 1);
+  CHECK(r.output.find("does not exist") != std::string::npos);
+  write(tmp / "train.es", "uno\ndos\n");
+  write(tmp / "train.en", "one\n");
+  r = run("train --data " + tmp.path + " --run " + tmp / "run" + " --preset tiny");
+  CHECK(r.status == 1);
+  CHECK(r.output.find("has 2 lines but") != std::string::npos);
+  write(tmp / "ref.txt", "a b c d e\nf g h i j\n");
+  write(tmp / "hyp.txt", "a b c d e\n");
+  r = run("bleu --ref " + tmp / "ref.txt" + " --hyp " + tmp / "hyp.txt");
+  CHECK(r.status == 1);
+  CHECK(r.output.find("1 lines but") != std::string::npos);
+  write(tmp / "hyp.txt", "a b c d e\nf g \xff\n");
+  r = run("bleu --ref " + tmp / "ref.txt" + " --hyp " + tmp / "hyp.txt");
+  CHECK(r.status == 1);
+  CHECK(r.output.find("hyp.txt:2: invalid UTF-8") != std::string::npos);
+  write(tmp / "hyp.txt", "a b c d e\nf g h i j\n");
+  r = run("bleu --ref " + tmp / "ref.txt" + " --hyp " + tmp / "hyp.txt");
+  CHECK(r.status == 0);
+  CHECK(r.output.find("BLEU = 100.00") != std::string::npos);
+}
+
+TEST_CASE("Ctrl-C during training saves a checkpoint; --resume continues from it", "[cli][slow]") {
+  TempDir tmp;
+  write_corpus(tmp.path, 400);
+  const std::string args = "train --data " + tmp.path + " --run " + tmp / "run" +
+                           " --preset tiny --vocab-size 30 --max-steps 100000 --eval-every 100000 --threads 1";
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    const int null_fd = ::open("/dev/null", O_WRONLY);
+    ::dup2(null_fd, STDOUT_FILENO);
+    ::dup2(null_fd, STDERR_FILENO);
+    ::execl("/bin/sh", "sh", "-c", ("exec " + kProgram + " " + args).c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Wait until it is training (metrics appear every 50 steps), then interrupt it.
+  for (int i = 0; i < 600 && !fs::exists(tmp / "run/metrics.jsonl"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  REQUIRE(fs::exists(tmp / "run/metrics.jsonl"));
+  ::kill(child, SIGINT);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
+  REQUIRE(qkgrad::checkpoint_exists(tmp / "run/checkpoints/last"));
+  const int64_t stopped_at = qkgrad::load_trainer_state(tmp / "run/checkpoints/last").get_int("step");
+  CHECK(stopped_at >= 50);
+  const Result resumed = run("train --data " + tmp.path + " --run " + tmp / "run" +
+                             " --preset tiny --vocab-size 30 --max-steps " + std::to_string(stopped_at + 10) +
+                             " --eval-every 100000 --threads 1 --resume");
+  INFO(resumed.output);
+  CHECK(resumed.status == 0);
+  CHECK(resumed.output.find("resumed from") != std::string::npos);
+  CHECK(qkgrad::load_trainer_state(tmp / "run/checkpoints/last").get_int("step") == stopped_at + 10);
+}
