@@ -5,8 +5,6 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -16,7 +14,6 @@
 using namespace qkgrad;
 using namespace qkgrad::translate;
 using Catch::Matchers::Contains;
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -32,21 +29,6 @@ const Lines kReadmeReference = {"The dog bit the man.", "It was not unexpected."
 const std::string kSys98 =
     "Producția de zahăr primă va fi exprimată în ceea ce privește zahărul alb;";
 const std::string kRef98 = "producţia de zahăr brut se exprimă în zahăr alb;";
-
-// A temporary directory, removed with everything in it at the end of the test.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char pattern[] = "/tmp/qkgrad-bleu-XXXXXX";
-    path = ::mkdtemp(pattern);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string write(const std::string& name, const std::string& bytes) const {
-    const std::string file = path + "/" + name;
-    std::ofstream(file, std::ios::binary) << bytes;
-    return file;
-  }
-};
 
 double bleu(const Lines& hyps, const Lines& refs, BleuTokenize tok = BleuTokenize::t13a) {
   return corpus_bleu(hyps, refs, tok).score;
@@ -310,26 +292,4 @@ TEST_CASE("corpus_chrf: hand-computed values", "[bleu]") {
   // Any Unicode whitespace is removed before counting.
   CHECK(corpus_chrf({"a\u00a0b\u3000c"}, {"abc"}) == Approx(100.0).margin(1e-9));
   CHECK(corpus_chrf({"xyz"}, {"abc"}) == 0.0);
-}
-
-// ---------------------------------------------------------------------------------------------
-// read_lines
-// ---------------------------------------------------------------------------------------------
-
-TEST_CASE("read_lines: line endings and trailing whitespace", "[bleu]") {
-  TempDir dir;
-  CHECK(read_lines(dir.write("crlf.txt", "first\r\nsecond  \nthird")) ==
-        Lines{"first", "second", "third"});
-  CHECK(read_lines(dir.write("blank.txt", "a\n\nb\n")) == Lines{"a", "", "b"});
-  CHECK(read_lines(dir.write("empty.txt", "")).empty());
-  CHECK(read_lines(dir.write("utf8.txt", "Grüße\nnaïve\n")) == Lines{"Grüße", "naïve"});
-}
-
-TEST_CASE("read_lines: errors name the file and the line", "[bleu]") {
-  TempDir dir;
-  const std::string bad = dir.write("latin1.txt", "fine\ncaf\xe9\n");
-  CHECK_THROWS_WITH(read_lines(bad), Contains(bad) && Contains("line 2") &&
-                                         Contains("not valid UTF-8"));
-  const std::string missing = dir.path + "/missing.txt";
-  CHECK_THROWS_WITH(read_lines(missing), Contains("cannot open '" + missing + "'"));
 }

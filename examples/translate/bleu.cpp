@@ -4,20 +4,20 @@
 //   1. UTF-8 and whitespace: validity checks, and the whitespace Python's str.split() uses.
 //   2. The 13a tokenizer: sacreBLEU's regular expressions, each written as a character loop.
 //   3. BLEU: n-gram counting, clipped matches, and the score from the corpus statistics.
-//   4. chrF: character n-grams and the F-score averaged over orders; then read_lines.
+//   4. chrF: character n-grams and the F-score averaged over orders.
 //
 // Where sacreBLEU's Python evaluates a formula in a particular order, the code here uses the
 // same order, so the doubles come out the same.
 #include "translate/bleu.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <unordered_map>
 
 #include "core/error.h"
+#include "translate/utf8.h"
 
 namespace qkgrad::translate {
 
@@ -30,53 +30,6 @@ constexpr double kChrfBeta = 2.0;
 // ------------------------------------------------------------------------------------------
 // 1. UTF-8 and whitespace
 // ------------------------------------------------------------------------------------------
-
-unsigned char byte_at(std::string_view text, std::size_t i) {
-  return static_cast<unsigned char>(text[i]);
-}
-
-bool is_continuation_byte(unsigned char b) { return (b & 0xC0) == 0x80; }
-
-// Length in bytes of the well-formed UTF-8 character starting at text[i], or 0 if the bytes
-// there are not one (overlong forms, UTF-16 surrogates and values above U+10FFFF are invalid,
-// as in Python's strict decoder). The second byte's allowed range depends on the first byte.
-std::size_t utf8_char_length(std::string_view text, std::size_t i) {
-  const unsigned char lead = byte_at(text, i);
-  if (lead < 0x80) return 1;
-  std::size_t length = 0;
-  unsigned char second_lo = 0x80, second_hi = 0xBF;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3;
-    if (lead == 0xE0) second_lo = 0xA0;  // no overlong 3-byte forms
-    if (lead == 0xED) second_hi = 0x9F;  // no surrogates U+D800..U+DFFF
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4;
-    if (lead == 0xF0) second_lo = 0x90;  // no overlong 4-byte forms
-    if (lead == 0xF4) second_hi = 0x8F;  // nothing above U+10FFFF
-  } else {
-    return 0;  // a stray continuation byte, or C0, C1, F5..FF, which never start a character
-  }
-  if (i + length > text.size()) return 0;
-  const unsigned char second = byte_at(text, i + 1);
-  if (second < second_lo || second > second_hi) return 0;
-  for (std::size_t k = 2; k < length; ++k) {
-    if (!is_continuation_byte(byte_at(text, i + k))) return 0;
-  }
-  return length;
-}
-
-// Byte offset of the first malformed UTF-8 sequence in `text`, or npos if there is none.
-std::size_t first_invalid_utf8(std::string_view text) {
-  std::size_t i = 0;
-  while (i < text.size()) {
-    const std::size_t length = utf8_char_length(text, i);
-    if (length == 0) return i;
-    i += length;
-  }
-  return std::string_view::npos;
-}
 
 // Throws an Error if `line` is not valid UTF-8. `what` names the line, e.g. "reference line 7".
 void check_utf8(std::string_view line, const std::string& where, const std::string& what) {
@@ -483,19 +436,6 @@ double chrf_from_stats(const ChrfStats& stats) {
   return 100.0 * f;
 }
 
-// The whole of a file, or an Error naming it.
-std::string read_file_bytes(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  QKGRAD_CHECK(file != nullptr, "read_lines: cannot open '", path, "': ", std::strerror(errno));
-  std::string bytes;
-  char buffer[1 << 16];
-  std::size_t got = 0;
-  while ((got = std::fread(buffer, 1, sizeof(buffer), file)) > 0) bytes.append(buffer, got);
-  const bool failed = std::ferror(file) != 0;
-  std::fclose(file);
-  QKGRAD_CHECK(!failed, "read_lines: error while reading '", path, "'");
-  return bytes;
-}
 
 }  // namespace
 
@@ -580,19 +520,5 @@ double corpus_chrf(const std::vector<std::string>& hypotheses,
   return chrf_from_stats(stats);
 }
 
-std::vector<std::string> read_lines(const std::string& path) {
-  const std::string bytes = read_file_bytes(path);
-  std::vector<std::string> lines;
-  std::size_t start = 0;
-  while (start < bytes.size()) {
-    std::size_t end = bytes.find('\n', start);
-    if (end == std::string::npos) end = bytes.size();
-    const std::string_view line = std::string_view(bytes).substr(start, end - start);
-    check_utf8(line, "read_lines", "'" + path + "' line " + std::to_string(lines.size() + 1));
-    lines.emplace_back(strip_trailing_whitespace(line));
-    start = end + 1;
-  }
-  return lines;
-}
 
 }  // namespace qkgrad::translate

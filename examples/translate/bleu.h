@@ -85,9 +85,6 @@ BleuScore bleu_from_stats(const BleuStats& stats);
 double corpus_chrf(const std::vector<std::string>& hypotheses,
                    const std::vector<std::string>& references);
 
-// Reads a text file into lines, like sacreBLEU's command line does: lines end at '\n', and
-// trailing whitespace (including a Windows '\r') is removed from each line. Every line must be
-// valid UTF-8; an invalid one is an Error naming the file and line number.
-std::vector<std::string> read_lines(const std::string& path);
+// Files are read with read_text_lines (translate/corpus.h).
 
 }  // namespace qkgrad::translate

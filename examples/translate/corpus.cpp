@@ -4,48 +4,15 @@
 
 #include "core/error.h"
 #include "nn/atomic_file.h"
+#include "translate/utf8.h"
 
 namespace qkgrad::translate {
 
 bool valid_utf8(const std::string& s, std::size_t* bad_offset) {
-  std::size_t i = 0;
-  const std::size_t n = s.size();
-  while (i < n) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    std::size_t len = 0;
-    uint32_t cp = 0;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c >> 5) == 0x6) {
-      len = 2;
-      cp = c & 0x1F;
-    } else if ((c >> 4) == 0xE) {
-      len = 3;
-      cp = c & 0x0F;
-    } else if ((c >> 3) == 0x1E) {
-      len = 4;
-      cp = c & 0x07;
-    } else {
-      if (bad_offset) *bad_offset = i;
-      return false;
-    }
-    bool ok = i + len <= n;
-    for (std::size_t k = 1; ok && k < len; ++k) {
-      const unsigned char d = static_cast<unsigned char>(s[i + k]);
-      ok = (d >> 6) == 0x2;
-      cp = (cp << 6) | (d & 0x3F);
-    }
-    // Reject overlong encodings, surrogates and code points past U+10FFFF.
-    ok = ok && !(len == 2 && cp < 0x80) && !(len == 3 && cp < 0x800) && !(len == 4 && cp < 0x10000) &&
-         !(cp >= 0xD800 && cp <= 0xDFFF) && cp <= 0x10FFFF;
-    if (!ok) {
-      if (bad_offset) *bad_offset = i;
-      return false;
-    }
-    i += len;
-  }
-  return true;
+  const std::size_t bad = first_invalid_utf8(s);
+  if (bad == std::string_view::npos) return true;
+  if (bad_offset) *bad_offset = bad;
+  return false;
 }
 
 std::vector<std::string> read_text_lines(const std::string& path) {

@@ -1,0 +1,56 @@
+// UTF-8 decoding helpers shared by the corpus reader and the BLEU/chrF scorers.
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+namespace qkgrad::translate {
+
+inline unsigned char byte_at(std::string_view text, std::size_t i) {
+  return static_cast<unsigned char>(text[i]);
+}
+
+inline bool is_continuation_byte(unsigned char b) { return (b & 0xC0) == 0x80; }
+
+// Length in bytes of the well-formed UTF-8 character starting at text[i], or 0 if the bytes
+// there are not one (overlong forms, UTF-16 surrogates and values above U+10FFFF are invalid,
+// as in Python's strict decoder). The second byte's allowed range depends on the first byte.
+inline std::size_t utf8_char_length(std::string_view text, std::size_t i) {
+  const unsigned char lead = byte_at(text, i);
+  if (lead < 0x80) return 1;
+  std::size_t length = 0;
+  unsigned char second_lo = 0x80, second_hi = 0xBF;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    if (lead == 0xE0) second_lo = 0xA0;  // no overlong 3-byte forms
+    if (lead == 0xED) second_hi = 0x9F;  // no surrogates U+D800..U+DFFF
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    if (lead == 0xF0) second_lo = 0x90;  // no overlong 4-byte forms
+    if (lead == 0xF4) second_hi = 0x8F;  // nothing above U+10FFFF
+  } else {
+    return 0;  // a stray continuation byte, or C0, C1, F5..FF, which never start a character
+  }
+  if (i + length > text.size()) return 0;
+  const unsigned char second = byte_at(text, i + 1);
+  if (second < second_lo || second > second_hi) return 0;
+  for (std::size_t k = 2; k < length; ++k) {
+    if (!is_continuation_byte(byte_at(text, i + k))) return 0;
+  }
+  return length;
+}
+
+// Byte offset of the first malformed UTF-8 sequence in `text`, or npos if there is none.
+inline std::size_t first_invalid_utf8(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const std::size_t length = utf8_char_length(text, i);
+    if (length == 0) return i;
+    i += length;
+  }
+  return std::string_view::npos;
+}
+
+}  // namespace qkgrad::translate
