@@ -144,7 +144,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   for (const Tensor& p : params) {
     const Tensor g = p.grad();
     if (!g.defined()) continue;
-    total += sum(square(g.to(DType::f64))).item();  // in float64: no overflow, fixed order
+    total += backend(g.device()).sum_of_squares(g);  // in float64: no overflow, fixed order
   }
   const double norm = std::sqrt(total);
   if (!std::isfinite(norm)) return norm;

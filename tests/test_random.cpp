@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "backends/backend.h"
+#include "backends/cpu/cpu_math.h"
 #include "backends/cpu/cpu_philox.h"
 #include "core/philox.h"
 #include "core/tensor.h"
@@ -107,4 +108,18 @@ TEST_CASE("the vectorised Philox batch equals block-by-block Philox", "[random]"
       }
     }
   }
+}
+
+TEST_CASE("the vectorisable float exp agrees with std::exp to 3e-7 and handles the edges", "[random]") {
+  double worst = 0;
+  for (float x = -87.0f; x < 88.0f; x += 0.001f) {
+    const double want = std::exp(static_cast<double>(x));
+    worst = std::max(worst, std::fabs(static_cast<double>(cpu::exp_fast(x)) - want) / want);
+  }
+  CHECK(worst < 3e-7);
+  CHECK(cpu::exp_fast(-INFINITY) == 0.0f);
+  CHECK(cpu::exp_fast(-1000.0f) == 0.0f);
+  CHECK(cpu::exp_fast(1000.0f) == INFINITY);
+  CHECK(std::isnan(cpu::exp_fast(NAN)));
+  CHECK(cpu::exp_fast(0.0f) == 1.0f);
 }

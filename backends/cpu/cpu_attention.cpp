@@ -16,6 +16,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_blas.h"
 #include "backends/cpu/cpu_common.h"
+#include "backends/cpu/cpu_math.h"
 #include "backends/cpu/cpu_philox.h"
 #include "core/philox.h"
 
@@ -150,8 +151,9 @@ void CpuBackend::attention_forward(const AttentionSpec& s, const Tensor& q, cons
           continue;
         }
         T sum = 0;
+#pragma omp simd reduction(+ : sum)
         for (int64_t j = 0; j < s.tk; ++j) {
-          row[j] = std::exp(row[j] - m);
+          row[j] = cpu::exp_fast(row[j] - m);
           sum += row[j];
         }
         const T inv = T(1) / sum;

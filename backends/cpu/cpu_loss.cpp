@@ -6,6 +6,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_common.h"
+#include "backends/cpu/cpu_math.h"
 
 namespace qkgrad {
 
@@ -23,10 +24,12 @@ void CpuBackend::cross_entropy(const Tensor& logits, const Tensor& targets, doub
     for (int64_t r = 0; r < rows; ++r) {
       const T* zr = z + r * v;
       T m = zr[0];
+#pragma omp simd reduction(max : m)
       for (int64_t j = 1; j < v; ++j) m = std::max(m, zr[j]);
       T s = 0, total = 0;
+#pragma omp simd reduction(+ : s, total)
       for (int64_t j = 0; j < v; ++j) {
-        s += std::exp(zr[j] - m);
+        s += cpu::exp_fast(zr[j] - m);
         total += zr[j];
       }
       l[r] = m + std::log(s);
@@ -65,7 +68,9 @@ void CpuBackend::cross_entropy_backward(const Tensor& logits, const Tensor& lse,
         std::fill(dr, dr + v, T(0));
         continue;
       }
-      for (int64_t j = 0; j < v; ++j) dr[j] = scale * (std::exp(zr[j] - l[r]) - off);  // p − ε/V
+      const T lse = l[r];
+#pragma omp simd
+      for (int64_t j = 0; j < v; ++j) dr[j] = scale * (cpu::exp_fast(zr[j] - lse) - off);  // p − ε/V
       dr[t[r]] -= scale * on;                                                          // − (1 − ε)
     }
   });

@@ -8,6 +8,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_common.h"
+#include "backends/cpu/cpu_math.h"
 
 namespace qkgrad {
 
@@ -43,10 +44,15 @@ void CpuBackend::softmax(const Tensor& x, Tensor& y, bool log) {
       }
       // softmax(x) = e^(x − m) / Σ e^(x − m): the largest term is e⁰ = 1, so no overflow.
       T s = 0;
-      for (int64_t j = 0; j < d; ++j) {
-        const T e = std::exp(xr[j] - m);
-        if (!log) yr[j] = e;
-        s += e;
+      if (log) {
+#pragma omp simd reduction(+ : s)
+        for (int64_t j = 0; j < d; ++j) s += cpu::exp_fast(xr[j] - m);
+      } else {
+#pragma omp simd reduction(+ : s)
+        for (int64_t j = 0; j < d; ++j) {
+          yr[j] = cpu::exp_fast(xr[j] - m);
+          s += yr[j];
+        }
       }
       if (log) {
         const T log_s = std::log(s);
@@ -74,7 +80,8 @@ void CpuBackend::softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx,
       if (log) {  // dx = dy − softmax · Σ dy, with softmax = e^y (0 for a row of -inf)
         T s = 0;
         for (int64_t j = 0; j < d; ++j) s += gr[j];
-        for (int64_t j = 0; j < d; ++j) dr[j] = gr[j] - std::exp(yr[j]) * s;
+#pragma omp simd
+        for (int64_t j = 0; j < d; ++j) dr[j] = gr[j] - cpu::exp_fast(yr[j]) * s;
       } else {  // dx = y ⊙ (dy − Σ dy ⊙ y)
         T s = 0;
         for (int64_t j = 0; j < d; ++j) s += gr[j] * yr[j];

@@ -74,6 +74,29 @@ void CpuBackend::sum_all(const Tensor& x, Tensor& out) {
   });
 }
 
+double CpuBackend::sum_of_squares(const Tensor& x) {
+  double total = 0;
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = x.data<T>();
+    const int64_t n = x.numel();
+    // Fixed chunks, each summed in double, then added in chunk order: thread-count independent.
+    constexpr int64_t kChunk = 4096;
+    const int64_t chunks = (n + kChunk - 1) / kChunk;
+    std::vector<double> partial(static_cast<std::size_t>(chunks));
+#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
+      double s = 0;
+#pragma omp simd reduction(+ : s)
+      for (int64_t i = begin; i < end; ++i) s += static_cast<double>(in[i]) * static_cast<double>(in[i]);
+      partial[static_cast<std::size_t>(c)] = s;
+    }
+    for (double p : partial) total += p;
+  });
+  return total;
+}
+
 void CpuBackend::reduce_axis(ReduceOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner,
                              Tensor& out) {
   dispatch(x.dtype(), [&](auto tag) {
