@@ -145,3 +145,27 @@ TEST_CASE("Ctrl-C during training saves a checkpoint; --resume continues from it
   CHECK(resumed.output.find("resumed from") != std::string::npos);
   CHECK(qkgrad::load_trainer_state(tmp / "run/checkpoints/last").get_int("step") == stopped_at + 10);
 }
+
+TEST_CASE("the NaN guard: stop saves the last good state; skip counts and continues", "[cli][errors]") {
+  TempDir tmp;
+  write_corpus(tmp.path, 200);
+  const std::string base = "train --data " + tmp.path + " --preset tiny --vocab-size 30 --eval-every 100000 --threads 1";
+  Result r = run(base + " --run " + tmp / "stop" + " --max-steps 20 --inject-nan-at-step 7");
+  CHECK(r.status == 1);
+  CHECK(r.output.find("step 7 (epoch ") != std::string::npos);
+  CHECK(r.output.find("the loss is not finite") != std::string::npos);
+  CHECK(r.output.find("Nothing was updated") != std::string::npos);
+  REQUIRE(qkgrad::checkpoint_exists(tmp / "stop/checkpoints/last"));
+  CHECK(qkgrad::load_trainer_state(tmp / "stop/checkpoints/last").get_int("step") == 6);
+  // Resuming (here without the injected NaN) continues from the last good state.
+  r = run(base + " --run " + tmp / "stop" + " --max-steps 20 --resume");
+  CHECK(r.status == 0);
+  CHECK(qkgrad::load_trainer_state(tmp / "stop/checkpoints/last").get_int("step") == 20);
+
+  r = run(base + " --run " + tmp / "skip" + " --max-steps 20 --inject-nan-at-step 7 --on-nan skip");
+  CHECK(r.status == 0);
+  CHECK(r.output.find("skipped step 7") != std::string::npos);
+  const qkgrad::TrainerState st = qkgrad::load_trainer_state(tmp / "skip/checkpoints/last");
+  CHECK(st.get_int("step") == 20);
+  CHECK(st.get_int("skipped_batches") == 1);
+}

@@ -117,6 +117,8 @@ int cmd_train(int argc, char** argv) {
   args.choice("bleu-tokenize", "BLEU tokenisation (none for pre-tokenised data)", &o.bleu_tokenize, {"13a", "none"});
   args.option("threads", "CPU threads (default: all)", &o.threads, 1, 4096);
   args.flag("resume", "continue the run in --run from its last checkpoint", &o.resume);
+  args.option("inject-nan-at-step", "testing: pretend the loss of this step is NaN", &o.inject_nan_at_step, 0, int64_t{1} << 40);
+  args.choice("on-nan", "a non-finite loss or gradient: stop (after saving the last good state) or skip the batch", &o.on_nan, {"stop", "skip"});
   if (!args.parse(argc, argv, 2)) return 0;
   return train(o);
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstring>
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -291,6 +292,7 @@ struct LoopState {
   double best_bleu = -1;
   int64_t evals_since_best = 0;
   double tokens_seen = 0;
+  int64_t skipped_batches = 0;  // batches skipped by the NaN guard (--on-nan skip)
 };
 
 std::unique_ptr<LrSchedule> make_schedule(const Preset& p) {
@@ -310,6 +312,7 @@ TrainerState to_trainer_state(const LoopState& s, const Optimizer& opt, const Lr
   t.set_double("best_bleu", s.best_bleu);
   t.set_int("evals_since_best", s.evals_since_best);
   t.set_double("tokens_seen", s.tokens_seen);
+  t.set_int("skipped_batches", s.skipped_batches);
   t.set_int("dropout_rng_offset", static_cast<int64_t>(model.dropout_generator().offset()));
   for (const auto& [key, value] : schedule.state()) t.set_double("schedule." + key, value);
   return t;
@@ -323,6 +326,7 @@ LoopState from_trainer_state(const TrainerState& t, Optimizer& opt, LrSchedule& 
   s.best_bleu = t.get_double("best_bleu");
   s.evals_since_best = t.get_int("evals_since_best");
   s.tokens_seen = t.get_double("tokens_seen");
+  s.skipped_batches = t.get_int("skipped_batches");
   opt.load_state(t.optimizer_state, t.get_int("optimizer_steps"));
   model.dropout_generator().set_offset(static_cast<uint64_t>(t.get_int("dropout_rng_offset")));
   std::map<std::string, double> sched;
@@ -371,7 +375,13 @@ int train(const TrainOptions& options) {
     QKGRAD_CHECK(has_checkpoint, "train --resume: ", run.last(), " does not exist; nothing to resume (drop --resume to start)");
     const Json saved = Json::parse(read_file(run.options(), 1 << 20), run.options());
     const Json now = r.to_json();
+    // What defines the model, the data and their order must match; the recipe (learning rate,
+    // warmup, schedule, dropout, label smoothing, budgets) may change on resume, e.g. to get
+    // past a NaN with a lower learning rate (the continuation is then no longer bit-identical to
+    // an uninterrupted run with the old recipe, of course).
+    const std::vector<std::string> may_change = {"lr", "warmup", "schedule", "dropout", "label_smoothing"};
     for (const auto& [key, value] : now.items()) {
+      if (std::find(may_change.begin(), may_change.end(), key) != may_change.end()) continue;
       QKGRAD_CHECK(saved.contains(key) && saved.at(key).dump() == value.dump(), "train --resume: ", run.options(),
                    " says ", key, " = ", saved.contains(key) ? saved.at(key).dump() : "(missing)", " but now it is ",
                    value.dump(), "; resume with the same options, or train into a new --run");
@@ -473,6 +483,7 @@ int train(const TrainOptions& options) {
     return g;
   };
 
+  bool nan_injected = false;
   model.train();
   while (s.step < r.p.max_steps) {
     const std::vector<int64_t> order = plan.epoch_order(static_cast<uint64_t>(options.seed), s.epoch);
@@ -485,15 +496,48 @@ int train(const TrainOptions& options) {
     const Tensor logits = model.forward(batch.src, batch.src_lengths, batch.tgt_in, batch.tgt_lengths);
     const LossSum loss = cross_entropy(logits, batch.tgt_out, options.label_smoothing, config.pad_id);
     const Tensor per_token = loss.sum / static_cast<double>(std::max<int64_t>(loss.tokens, 1));
-    const double loss_value = per_token.item();
-    QKGRAD_CHECK(std::isfinite(loss_value), "train: the loss became ", loss_value, " at step ", s.step + 1,
-                 " (epoch ", s.epoch, ", batch ", s.position, "); the last good state is in ", run.last(),
-                 ". Lower --lr or raise --warmup, then --resume");
+    double loss_value = per_token.item();
+    if (options.inject_nan_at_step == s.step + 1 && !nan_injected) {  // testing the guard (once)
+      loss_value = NAN;
+      nan_injected = true;
+    }
     opt.zero_grad();
-    per_token.backward();
-    const double grad_norm = clip_grad_norm(model.parameters(), options.clip);
-    QKGRAD_CHECK(std::isfinite(grad_norm), "train: the gradient norm became ", grad_norm, " at step ", s.step + 1,
-                 "; the last good state is in ", run.last(), ". Lower --lr, then --resume");
+    double grad_norm = NAN;
+    if (std::isfinite(loss_value)) {
+      per_token.backward();
+      grad_norm = clip_grad_norm(model.parameters(), options.clip);
+    } else {
+      tape().clear();  // no backward through a non-finite loss
+    }
+    // The NaN guard: a non-finite loss or gradient never reaches the parameters or the
+    // optimizer state. Skip the batch (--on-nan skip) or stop with a checkpoint of the last
+    // good state (the parameters are still those from before this batch).
+    if (!std::isfinite(loss_value) || !std::isfinite(grad_norm)) {
+      std::string culprit = "the loss";
+      if (std::isfinite(loss_value)) {
+        for (const auto& [name, p] : model.named_parameters()) {
+          const Tensor g = p.grad();
+          if (g.defined() && !std::isfinite(backend(g.device()).sum_of_squares(g))) {
+            culprit = "the gradient of " + name;
+            break;
+          }
+        }
+      }
+      const std::string what = cat("step ", s.step + 1, " (epoch ", s.epoch + 1, ", batch ", s.position, " of the epoch order, ",
+                                   batch.indices.size(), " sentence pairs starting with training pair ", batch.indices.front(),
+                                   "): ", culprit, " is not finite (loss ", loss_value, ", gradient norm ", grad_norm, ")");
+      opt.zero_grad();
+      if (options.on_nan == "skip") {
+        ++s.skipped_batches;
+        ++s.position;
+        progress.message(cat("skipped ", what, "; ", s.skipped_batches, " batches skipped so far"));
+        continue;
+      }
+      save_last();
+      fail(cat("train: ", what, ". Nothing was updated; ", run.last(),
+               " holds the state before this batch. Lower --lr (or raise --warmup) and --resume, or rerun with "
+               "--on-nan skip to skip such batches"));
+    }
     opt.set_lr(schedule.lr(opt.steps() + 1));
     opt.step();
     ++s.step;

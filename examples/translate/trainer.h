@@ -48,6 +48,9 @@ struct TrainOptions {
   std::string bleu_tokenize = "13a"; // or none (pre-tokenised data)
   int64_t threads = 0;
   bool resume = false;
+  std::string on_nan = "stop";       // stop (save the last good state, exit 1) or skip (the batch)
+  // For tests of the NaN guard: make the loss of this step (1-based) NaN. 0: never.
+  int64_t inject_nan_at_step = 0;
 };
 
 // Runs the whole training; returns the process exit status (0, or 130 after Ctrl-C).

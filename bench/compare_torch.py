@@ -1,0 +1,866 @@
+#!/usr/bin/env python3
+"""qkgrad against PyTorch: one training step of the same Seq2SeqTransformer, side by side.
+
+    python3 bench/compare_torch.py [--configs A,B,C] [--rounds 3] [--steps N] [--threads 2]
+                                   [--qkgrad build/bench/qkgrad-bench] [--attn qknorm] [--json FILE]
+    python3 bench/compare_torch.py torch-step [qkgrad-bench's flags]    (one PyTorch measurement)
+    python3 bench/compare_torch.py check [--qkgrad PATH]                (is it the same model and step?)
+
+Run it with Debian's Python and PyTorch (/usr/bin/python3, `apt-get install python3-torch`), from
+the repository root after building the benchmarks (`meson setup build && ninja -C build
+bench/qkgrad-bench bench/qkgrad-bench-sgemm`). Nothing touches the network.
+
+The step (bench/bench_train.cpp does the same in qkgrad):
+    zero_grad; logits = model(src, src_lengths, tgt_in, tgt_lengths) (teacher forcing);
+    loss = F.cross_entropy(logits, tgt_out, label_smoothing=0.1, ignore_index=0 (pad)), the mean
+    over target tokens; loss.backward(); clip_grad_norm_(parameters, 1.0); Adam (lr 1e-3,
+    betas 0.9/0.999, eps 1e-8, no weight decay) step.
+Inputs are random token ids in [4, vocab) (no special tokens), every sentence of the full
+length; the padding and causal masks are still built from the lengths and applied every step.
+The model is docs/checkpoint.md's, float32, with qkgrad's defaults (LayerNorm, FixNorm, one QKNorm
+gain per attention module): tied FixNorm embeddings scaled by √D plus sinusoidal positions,
+pre-norm encoder layers (self-attention, ReLU FFN) and decoder layers (causal self-attention,
+cross-attention, ReLU FFN), final encoder/decoder norms, logits = decoder.norm(y) Êᵀ. The
+parameter names and shapes are those of docs/checkpoint.md's tensor list (the worker checks
+this on every run). Initialisation is not qkgrad's; it does not matter for speed. PyTorch runs
+"out of the box": idiomatic modules (nn.Linear, F.layer_norm, F.normalize, matmul + masked_fill
++ softmax attention), the library's default options (Adam without foreach, zero_grad zeroing).
+
+Timing, like qkgrad-bench: --warmup-steps untimed steps, then --steps timed ones; the median
+(sorted[n // 2]), min and max milliseconds per step; target tokens per second = batch × tgt_len /
+median; GFLOP/s = the step's matrix-product FLOPs / median, counted with qkgrad-bench's formula
+(every product 2·m·n·k, ×3 for forward + backward; see flops_per_step); peak RSS from getrusage.
+
+The driver runs, for each config, --rounds rounds of three contenders, each a fresh process,
+alternating in one session (qkgrad, torch default, torch tuned, qkgrad, ...), so slow drift of
+the machine hits all three alike:
+  qkgrad          build/bench/qkgrad-bench --json, the inherited environment;
+  torch default   this script's torch-step worker, the inherited environment (GLIBC_TUNABLES
+                  removed, if set);
+  torch tuned     the same worker with LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp
+                  prepended (the OpenMP build of OpenBLAS, whose threads are libgomp's, shared
+                  with PyTorch's, instead of a second pool fighting them) and
+                  GLIBC_TUNABLES=glibc.malloc.mmap_threshold=1073741824:glibc.malloc.trim_threshold=4294967296
+                  (glibc otherwise mmaps every buffer over 32 MB, such as the logits, afresh
+                  each step, and first-touch page faults are slow on VMs).
+Each contender's figure is the median over the rounds. build/bench/qkgrad-bench-sgemm runs once
+first: its OpenBLAS sgemm GFLOP/s is the peak each contender's GFLOP/s is compared with. Each
+torch worker reports which BLAS library is mapped into it (/proc/self/maps) and, through
+OpenBLAS's own API, its build (openblas_get_config) and threading (openblas_get_parallel:
+sequential, pthreads or OpenMP), so the report shows whether the tuning really took effect.
+Output: a Markdown table per config (per contender: median ms/step, target tokens/s with the
+range over the rounds, GFLOP/s, % of the sgemm peak, peak RSS, page faults per step, and how
+many times faster qkgrad is) and a summary table on stdout, progress on stderr; --json FILE
+also writes every raw result. The driver also checks every result: qkgrad's gflops × median_ms
+must give this script's FLOPs per step, and the torch model's parameters must match
+docs/checkpoint.md. The 1-minute load average is recorded before each run: on a shared machine
+(load near the CPU count) multi-threaded runs slow down unevenly; compare such numbers with care.
+
+Configs (the last column: sentences per batch × tokens per sentence, source and target alike):
+  A  3+3 layers, d 256, 4 heads, ffn 1024, vocab 8000, 32 × 40
+  B  6+6 layers, d 512, 8 heads, ffn 2048, vocab 8000, 16 × 64
+  C  2+2 layers, d 128, 4 heads, ffn  512, vocab 4000, 64 × 32
+
+`check` verifies that the two programs time the same work: for small configs it recovers
+qkgrad-bench's FLOPs per step from its JSON (gflops × median_ms, within print rounding) and
+compares them with this script's formula; it counts the matrix-product FLOPs PyTorch actually
+executes in one step with the profiler (aten::mm/addmm/bmm, forward and backward) against the same
+formula; and it compares the PyTorch model's parameter names, shapes and count with the tensor
+list of docs/checkpoint.md (qkgrad-bench prints no parameter count; that list was also checked,
+once, against qkgrad's own Seq2SeqTransformer::named_parameters() for configs A, B and C with
+both attentions: the same names, shapes, order and count).
+
+Exit status: 0 success, 1 a failed run or check, 2 usage errors or missing programs.
+"""
+
+import argparse
+import json
+import math
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+CONFIGS = {
+    "A": dict(layers=3, d_model=256, heads=4, ffn=1024, vocab=8000, batch=32, src_len=40, tgt_len=40),
+    "B": dict(layers=6, d_model=512, heads=8, ffn=2048, vocab=8000, batch=16, src_len=64, tgt_len=64),
+    "C": dict(layers=2, d_model=128, heads=4, ffn=512, vocab=4000, batch=64, src_len=32, tgt_len=32),
+}
+OPENBLAS_OPENMP_DIR = "/usr/lib/x86_64-linux-gnu/openblas-openmp"
+TUNED_GLIBC_TUNABLES = "glibc.malloc.mmap_threshold=1073741824:glibc.malloc.trim_threshold=4294967296"
+LABEL_SMOOTHING = 0.1
+PAD_ID = 0
+FIRST_WORD_ID = 4  # ids 0-3 are pad, bos, eos, unk
+BUILD_HINT = "meson setup build && ninja -C build bench/qkgrad-bench bench/qkgrad-bench-sgemm"
+TORCH_HINT = "PyTorch is not installed for this Python: apt-get install python3-torch (and run /usr/bin/python3)"
+CONTENDERS = ("qkgrad", "torch-default", "torch-tuned")
+TITLES = {"qkgrad": "qkgrad", "torch-default": "PyTorch out of the box", "torch-tuned": "PyTorch tuned"}
+
+
+class BenchError(Exception):
+    """A problem the user has to fix (missing program, bad flag): exit status 2."""
+
+
+# ---- what both programs compute: the step's FLOPs and the model's parameters ----
+
+def flops_per_step(o):
+    """Matrix-product FLOPs of one step, qkgrad-bench's formula: 2·m·n·k per product, ×3 for backward.
+
+    With BS = B·S source and BT = B·T target tokens, per layer pair:
+      encoder: q, k, v, out projections 4·2·BS·D², scores and P·V 2·2·B·S²·D, FFN 2·2·BS·D·F;
+      decoder: self-attention 4·2·BT·D² + 2·2·B·T²·D, cross-attention q and out 2·2·BT·D²,
+               k and v of the memory 2·2·BS·D², scores and P·V 2·2·B·T·S·D, FFN 2·2·BT·D·F;
+    once: the tied output layer 2·BT·D·V.
+    """
+    B, S, T = o.batch, o.src_len, o.tgt_len
+    D, F, V = o.d_model, o.ffn, o.vocab
+    BS, BT = B * S, B * T
+    encoder = 4 * 2 * BS * D * D + 2 * 2 * B * S * S * D + 2 * 2 * BS * D * F
+    decoder = (4 * 2 * BT * D * D + 2 * 2 * B * T * T * D + 2 * 2 * BT * D * D + 2 * 2 * BS * D * D
+               + 2 * 2 * B * T * S * D + 2 * 2 * BT * D * F)
+    output = 2 * BT * D * V
+    return float(3 * (o.layers * (encoder + decoder) + output))
+
+
+def expected_parameters(o):
+    """{name: shape} of docs/checkpoint.md's tensor list, for qkgrad-bench's model.
+
+    qkgrad-bench uses TransformerConfig's defaults beyond its flags: LayerNorm (gamma, beta [D]),
+    one QKNorm gain g [] per attention module (none for scaled_dot), FixNorm, tied embeddings.
+    """
+    D, F = o.d_model, o.ffn
+    shapes = {"embedding.weight": (o.vocab, D)}
+
+    def norm(prefix):
+        shapes[prefix + ".gamma"] = (D,)
+        shapes[prefix + ".beta"] = (D,)
+
+    def attention(prefix):
+        if o.attn == "qknorm":
+            shapes[prefix + ".g"] = ()
+        for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
+            shapes[f"{prefix}.{proj}.weight"] = (D, D)
+            shapes[f"{prefix}.{proj}.bias"] = (D,)
+
+    def ffn(prefix):
+        shapes[prefix + ".fc1.weight"], shapes[prefix + ".fc1.bias"] = (F, D), (F,)
+        shapes[prefix + ".fc2.weight"], shapes[prefix + ".fc2.bias"] = (D, F), (D,)
+
+    for i in range(o.layers):
+        p = f"encoder.layers.{i}"
+        norm(p + ".norm1"), attention(p + ".self_attn"), norm(p + ".norm2"), ffn(p + ".ffn")
+    norm("encoder.norm")
+    for j in range(o.layers):
+        p = f"decoder.layers.{j}"
+        norm(p + ".norm1"), attention(p + ".self_attn"), norm(p + ".norm2"), attention(p + ".cross_attn")
+        norm(p + ".norm3"), ffn(p + ".ffn")
+    norm("decoder.norm")
+    return shapes
+
+
+def parameter_count(shapes):
+    return sum(math.prod(shape) for shape in shapes.values())
+
+
+# ---- the flags, the same as qkgrad-bench's ----
+
+def at_least(minimum):
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"needs an integer >= {minimum}, got '{text}'") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"needs an integer >= {minimum}, got '{text}'")
+        return value
+    return parse
+
+
+def probability(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), got '{text}'")
+    return value
+
+
+def step_parser():
+    """qkgrad-bench's flags and defaults (bench/bench_train.cpp)."""
+    parser = argparse.ArgumentParser(prog="compare_torch.py torch-step",
+                                     description="Time one PyTorch training step of the Seq2SeqTransformer "
+                                                 "(the flags and output of qkgrad-bench).")
+    a = CONFIGS["A"]
+    for flag, minimum, default in (("--layers", 1, a["layers"]), ("--d-model", 1, a["d_model"]),
+                                   ("--heads", 1, a["heads"]), ("--ffn", 1, a["ffn"]), ("--vocab", 5, a["vocab"]),
+                                   ("--batch", 1, a["batch"]), ("--src-len", 1, a["src_len"]),
+                                   ("--tgt-len", 1, a["tgt_len"]), ("--steps", 1, 10), ("--warmup-steps", 0, 2),
+                                   ("--threads", 0, 0)):
+        parser.add_argument(flag, type=at_least(minimum), default=default, metavar="N")
+    parser.add_argument("--attn", choices=["qknorm", "scaled_dot"], default="qknorm")
+    parser.add_argument("--dropout", type=probability, default=0.0, metavar="P")
+    parser.add_argument("--json", action="store_true", help="print one JSON line, like qkgrad-bench --json")
+    return parser
+
+
+def step_flags(o):
+    """The command-line flags that reproduce the step options o (for qkgrad-bench and the worker)."""
+    flags = []
+    for key in ("layers", "d_model", "heads", "ffn", "vocab", "batch", "src_len", "tgt_len", "steps",
+                "warmup_steps", "threads"):
+        flags += ["--" + key.replace("_", "-"), str(getattr(o, key))]
+    return flags + ["--attn", o.attn, "--dropout", repr(o.dropout)]
+
+
+# ---- the PyTorch worker ----
+
+def import_torch():
+    try:
+        import torch
+    except ImportError:
+        raise BenchError(TORCH_HINT) from None
+    return torch
+
+
+def build_model(torch, o):
+    """docs/checkpoint.md's Seq2SeqTransformer in PyTorch, float32, with qkgrad-bench's settings."""
+    nn, F = torch.nn, torch.nn.functional
+    D, H = o.d_model, o.heads
+    head = D // H
+    qknorm = o.attn == "qknorm"
+    longest = max(o.src_len, o.tgt_len)
+    g0 = math.log2(longest * longest - longest) if longest > 1 else 1.0  # qknorm_length L: g = log2(L² − L)
+
+    def dropout(x, training):
+        return F.dropout(x, o.dropout, training) if training and o.dropout > 0 else x
+
+    class LayerNorm(nn.Module):
+        """γ ⊙ (x − μ) / √(σ² + 1e-5) + β over the last dim, biased variance."""
+
+        def __init__(self):
+            super().__init__()
+            self.gamma = nn.Parameter(torch.ones(D))
+            self.beta = nn.Parameter(torch.zeros(D))
+
+        def forward(self, x):
+            return F.layer_norm(x, (D,), self.gamma, self.beta, 1e-5)
+
+    class Attention(nn.Module):
+        """Multi-head QKNorm (g · q̂ k̂ᵀ, rows of each head l2-normalised) or scaled dot-product attention."""
+
+        def __init__(self):
+            super().__init__()
+            self.q_proj, self.k_proj, self.v_proj, self.out_proj = (nn.Linear(D, D) for _ in range(4))
+            if qknorm:
+                self.g = nn.Parameter(torch.tensor(g0))
+
+        def forward(self, a, m, hidden):  # a [B, Tq, D], m [B, Tk, D], hidden: bool, True = masked
+            b, tq, tk = a.shape[0], a.shape[1], m.shape[1]
+            q = self.q_proj(a).view(b, tq, H, head).transpose(1, 2)  # [B, H, Tq, d]
+            k = self.k_proj(m).view(b, tk, H, head).transpose(1, 2)
+            v = self.v_proj(m).view(b, tk, H, head).transpose(1, 2)
+            if qknorm:
+                s = self.g * (F.normalize(q, dim=-1, eps=1e-6) @ F.normalize(k, dim=-1, eps=1e-6).transpose(-1, -2))
+            else:
+                s = (q @ k.transpose(-1, -2)) / math.sqrt(head)
+            # Every row sees at least one key (all lengths >= 1), so no row is all -inf.
+            p = dropout(torch.softmax(s.masked_fill(hidden, float("-inf")), dim=-1), self.training)
+            return self.out_proj((p @ v).transpose(1, 2).reshape(b, tq, D))
+
+    class FeedForward(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.fc2 = nn.Linear(D, o.ffn), nn.Linear(o.ffn, D)
+
+        def forward(self, x):
+            return self.fc2(dropout(torch.relu(self.fc1(x)), self.training))
+
+    class EncoderLayer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm1, self.self_attn, self.norm2, self.ffn = LayerNorm(), Attention(), LayerNorm(), FeedForward()
+
+        def forward(self, x, src_hidden):
+            n = self.norm1(x)
+            x = x + dropout(self.self_attn(n, n, src_hidden), self.training)
+            return x + dropout(self.ffn(self.norm2(x)), self.training)
+
+    class DecoderLayer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm1, self.self_attn, self.norm2, self.cross_attn = LayerNorm(), Attention(), LayerNorm(), Attention()
+            self.norm3, self.ffn = LayerNorm(), FeedForward()
+
+        def forward(self, y, tgt_hidden, memory, src_hidden):
+            n = self.norm1(y)
+            y = y + dropout(self.self_attn(n, n, tgt_hidden), self.training)
+            y = y + dropout(self.cross_attn(self.norm2(y), memory, src_hidden), self.training)
+            return y + dropout(self.ffn(self.norm3(y)), self.training)
+
+    class Stack(nn.Module):
+        def __init__(self, layer):
+            super().__init__()
+            self.layers = nn.ModuleList(layer() for _ in range(o.layers))
+            self.norm = LayerNorm()
+
+    class Embedding(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(torch.randn(o.vocab, D) / math.sqrt(D))
+
+    def sinusoidal_positions(length):
+        """PE[t, 2i] = sin(t / 10000^(2i/D)), PE[t, 2i+1] = cos(t / 10000^(2i/D))."""
+        t = torch.arange(length, dtype=torch.float64)[:, None]
+        j = torch.arange(D)
+        angle = t / torch.pow(torch.tensor(10000.0, dtype=torch.float64), (j - j % 2).double() / D)
+        return torch.where(j % 2 == 0, torch.sin(angle), torch.cos(angle)).float()
+
+    def key_padding(lengths, keys):  # [B, 1, 1, Tk]: True where key j is padding (j >= length)
+        return (torch.arange(keys)[None, :] >= lengths[:, None])[:, None, None, :]
+
+    class Seq2SeqTransformer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embedding = Embedding()
+            self.encoder = Stack(EncoderLayer)
+            self.decoder = Stack(DecoderLayer)
+            self.register_buffer("positions", sinusoidal_positions(longest), persistent=False)
+
+        def forward(self, src, src_lengths, tgt_in, tgt_lengths):  # -> logits [B, T, V]
+            S, T = src.shape[1], tgt_in.shape[1]
+            src_hidden = key_padding(src_lengths, S)
+            causal = torch.ones(T, T, dtype=torch.bool).triu(1)  # j > i
+            tgt_hidden = key_padding(tgt_lengths, T) | causal
+            # FixNorm: the rows of E l2-normalised (‖·‖ clamped at 1e-12), for the inputs and the tied logits.
+            unit = F.normalize(self.embedding.weight, dim=-1, eps=1e-12)
+            scale = math.sqrt(D)
+            x = dropout(scale * F.embedding(src, unit) + self.positions[:S], self.training)
+            for layer in self.encoder.layers:
+                x = layer(x, src_hidden)
+            memory = self.encoder.norm(x)
+            y = dropout(scale * F.embedding(tgt_in, unit) + self.positions[:T], self.training)
+            for layer in self.decoder.layers:
+                y = layer(y, tgt_hidden, memory, src_hidden)
+            return F.linear(self.decoder.norm(y), unit)
+
+    return Seq2SeqTransformer()
+
+
+class TorchStep:
+    """The model, its optimizer and one fixed batch; step() is one training step."""
+
+    def __init__(self, torch, o):
+        self.torch, self.o = torch, o
+        torch.manual_seed(1)
+        self.model = build_model(torch, o).train()
+        self.params = list(self.model.parameters())
+        self.optimizer = torch.optim.Adam(self.params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8)
+        data = torch.Generator().manual_seed(42)
+
+        def random_ids(rows, cols):
+            return torch.randint(FIRST_WORD_ID, o.vocab, (rows, cols), generator=data)
+
+        self.src, self.tgt_in, self.tgt_out = (random_ids(o.batch, o.src_len), random_ids(o.batch, o.tgt_len),
+                                               random_ids(o.batch, o.tgt_len))
+        self.src_lengths = torch.full((o.batch,), o.src_len, dtype=torch.long)
+        self.tgt_lengths = torch.full((o.batch,), o.tgt_len, dtype=torch.long)
+
+    def step(self):
+        F = self.torch.nn.functional
+        self.optimizer.zero_grad()
+        logits = self.model(self.src, self.src_lengths, self.tgt_in, self.tgt_lengths)
+        loss = F.cross_entropy(logits.reshape(-1, self.o.vocab), self.tgt_out.reshape(-1),
+                               ignore_index=PAD_ID, label_smoothing=LABEL_SMOOTHING)
+        loss.backward()
+        self.torch.nn.utils.clip_grad_norm_(self.params, 1.0)
+        self.optimizer.step()
+        return float(loss.detach())
+
+
+def mapped_libraries(words=("blas", "lapack", "gomp", "libiomp", "mkl")):
+    """The shared libraries mapped into this process whose file names contain one of words."""
+    found = []
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                fields = line.split(maxsplit=5)
+                path = fields[5].strip() if len(fields) == 6 else ""
+                if path.startswith("/") and any(w in os.path.basename(path) for w in words) and path not in found:
+                    found.append(path)
+    except OSError:
+        pass
+    return found
+
+
+def openblas_report(libraries):
+    """OpenBLAS's own account of the mapped library: its build string, threading model and thread count."""
+    import ctypes
+
+    report = {}
+    for path in libraries:
+        if "openblas" not in os.path.basename(path):
+            continue
+        try:
+            lib = ctypes.CDLL(path)  # already loaded: the same handle, nothing new is loaded
+            lib.openblas_get_config.restype = ctypes.c_char_p
+            report = {"path": path, "realpath": os.path.realpath(path),
+                      "config": lib.openblas_get_config().decode(errors="replace").strip(),
+                      "parallel": {0: "sequential", 1: "pthreads", 2: "OpenMP"}.get(lib.openblas_get_parallel(), "?"),
+                      "num_threads": lib.openblas_get_num_threads()}
+        except (OSError, AttributeError) as e:
+            report = {"path": path, "error": str(e)}
+        break
+    return report
+
+
+def peak_rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # ru_maxrss is in KiB on Linux
+
+
+def run_worker(argv):
+    o = step_parser().parse_args(argv)
+    if o.d_model % o.heads:
+        raise BenchError(f"--d-model {o.d_model} is not divisible by --heads {o.heads}")
+    torch = import_torch()
+    if o.threads > 0:
+        torch.set_num_threads(o.threads)
+    bench = TorchStep(torch, o)
+    shapes = {name: tuple(p.shape) for name, p in bench.model.named_parameters()}
+    losses = [bench.step() for _ in range(o.warmup_steps)]
+    faults_before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    ms = []
+    for _ in range(o.steps):
+        t0 = time.perf_counter()
+        losses.append(bench.step())
+        ms.append((time.perf_counter() - t0) * 1000.0)
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults_before
+    ordered = sorted(ms)
+    median = ordered[len(ordered) // 2]  # as qkgrad-bench: the upper median for an even count
+    flops = flops_per_step(o)
+    libraries = mapped_libraries()
+    result = {
+        "framework": "torch", "layers": o.layers, "d_model": o.d_model, "heads": o.heads, "ffn": o.ffn,
+        "vocab": o.vocab, "batch": o.batch, "src_len": o.src_len, "tgt_len": o.tgt_len, "attn": o.attn,
+        "dropout": o.dropout, "threads": torch.get_num_threads(),
+        "median_ms": round(median, 3), "min_ms": round(ordered[0], 3), "max_ms": round(ordered[-1], 3),
+        "tgt_tokens_per_s": round(o.batch * o.tgt_len / (median / 1000.0), 1),
+        "gflops": round(flops / (median / 1000.0) / 1e9, 2), "peak_rss_mb": round(peak_rss_mb(), 1),
+        "page_faults_per_step": round(faults / o.steps, 1),
+        # Beyond qkgrad-bench's fields: what the comparison needs to trust the numbers.
+        "torch_version": torch.__version__, "parameters": sum(p.numel() for p in bench.params),
+        "matches_checkpoint_md": shapes == expected_parameters(o),
+        "final_loss": round(losses[-1], 4) if losses else None,
+        "blas_libraries": libraries, "openblas": openblas_report(libraries),
+        "env": {k: os.environ.get(k) for k in ("LD_LIBRARY_PATH", "GLIBC_TUNABLES", "OMP_NUM_THREADS",
+                                               "OPENBLAS_NUM_THREADS")},
+    }
+    if o.json:
+        print(json.dumps(result))
+    else:
+        print(f"PyTorch {torch.__version__} training step: {o.layers}+{o.layers} layers, d {o.d_model}, {o.heads} heads, "
+              f"ffn {o.ffn}, vocab {o.vocab}, {o.batch} x {o.src_len}/{o.tgt_len} tokens, {o.attn}, dropout {o.dropout:g}, "
+              f"{result['threads']} threads")
+        print(f"ms per step: median {median:.2f}  min {ordered[0]:.2f}  max {ordered[-1]:.2f}  "
+              f"({o.steps} steps after {o.warmup_steps} warm-up)")
+        print(f"target tokens/s {result['tgt_tokens_per_s']:.0f}   matmul GFLOP/s {result['gflops']:.1f} "
+              f"({flops / 1e9:.2f} GFLOP per step)   peak RSS {result['peak_rss_mb']:.0f} MB")
+        print(f"{result['page_faults_per_step']:.1f} page faults per step; {result['parameters']} parameters "
+              f"({'as' if result['matches_checkpoint_md'] else 'NOT as'} in docs/checkpoint.md); "
+              f"BLAS: {describe_blas(result)}")
+    return 0
+
+
+def describe_blas(result):
+    blas = result.get("openblas") or {}
+    if "config" in blas:
+        if blas["parallel"] == "OpenMP":
+            threading = "OpenMP build: its threads are libgomp's, as many as PyTorch's"
+        elif blas["parallel"] == "pthreads":
+            threading = f"pthreads build: its own pool of {blas['num_threads']} threads beside PyTorch's"
+        else:
+            threading = f"{blas['parallel']} build"
+        return f"{blas['realpath']} ({threading}; {blas['config']})"
+    if "error" in blas:
+        return f"{blas['path']} (could not query: {blas['error']})"
+    return ", ".join(result.get("blas_libraries") or []) or "no BLAS library mapped"
+
+
+# ---- running the contenders ----
+
+def repository_root():
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def find_program(path, what):
+    """path as given, else relative to the repository root; a clear error if neither exists."""
+    for candidate in (path, os.path.join(repository_root(), path)):
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return os.path.abspath(candidate)
+    raise BenchError(f"{what} not found at '{path}' (nor under {repository_root()}): build it first: {BUILD_HINT}")
+
+
+def contender_env(contender):
+    env = dict(os.environ)
+    if contender == "torch-default":
+        env.pop("GLIBC_TUNABLES", None)
+    elif contender == "torch-tuned":
+        old = env.get("LD_LIBRARY_PATH")
+        env["LD_LIBRARY_PATH"] = OPENBLAS_OPENMP_DIR + (":" + old if old else "")
+        env["GLIBC_TUNABLES"] = TUNED_GLIBC_TUNABLES
+    return env
+
+
+def run_json(command, env, timeout):
+    """Runs command, returns (the JSON object of its last '{' line, seconds); raises RuntimeError on failure."""
+    t0 = time.monotonic()
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"timed out after {timeout} s: {' '.join(command)}") from None
+    seconds = time.monotonic() - t0
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr.strip() or done.stdout.strip())[-2000:]
+        raise RuntimeError(f"exit status {done.returncode}: {' '.join(command)}\n{tail}")
+    try:
+        return json.loads(lines[-1]), seconds
+    except ValueError as e:
+        raise RuntimeError(f"unreadable JSON from {' '.join(command)}: {e}\n{lines[-1]}") from None
+
+
+def contender_command(contender, o, qkgrad):
+    if contender == "qkgrad":
+        return [qkgrad, "--json"] + step_flags(o)
+    return [sys.executable, os.path.abspath(__file__), "torch-step", "--json"] + step_flags(o)
+
+
+def recovered_flops(result):
+    """qkgrad-bench's FLOPs per step, recovered from its JSON, and the bound set by its print rounding."""
+    g, ms = result["gflops"], result["median_ms"]
+    return g * ms * 1e6, ((g + 0.005) * (ms + 0.0005) - g * ms) * 1e6
+
+
+def flop_formula_agrees(result, o):
+    value, bound = recovered_flops(result)
+    return abs(value - flops_per_step(o)) <= bound * 1.01 + 1.0
+
+
+def step_options(config, args):
+    values = dict(CONFIGS[config], steps=args.steps, warmup_steps=args.warmup_steps, threads=args.threads,
+                  attn=args.attn, dropout=args.dropout)
+    return argparse.Namespace(**values)
+
+
+def log(message):
+    print(message, file=sys.stderr, flush=True)
+
+
+def run_config(config, o, args, qkgrad):
+    """--rounds rounds of the three contenders, alternating; returns {contender: [results]} and errors."""
+    runs = {c: [] for c in CONTENDERS}
+    errors = []
+    for r in range(1, args.rounds + 1):
+        for contender in CONTENDERS:
+            load = os.getloadavg()[0]  # recorded with the result: the machine may be shared
+            try:
+                result, seconds = run_json(contender_command(contender, o, qkgrad), contender_env(contender), args.timeout)
+                result.update(round=r, wall_s=round(seconds, 1), load_average_before=load)
+            except RuntimeError as e:
+                errors.append(f"{config} round {r} {contender}: {e}")
+                log(f"[{config} {r}/{args.rounds}] {contender}: FAILED: {e}")
+                continue
+            runs[contender].append(result)
+            log(f"[{config} {r}/{args.rounds}] {contender:<13} {result['median_ms']:9.1f} ms/step "
+                f"{result['tgt_tokens_per_s']:9.0f} tok/s {result['gflops']:7.1f} GFLOP/s  ({seconds:.0f} s)")
+    return runs, errors
+
+
+def summarize(results, peak):
+    """Medians over the rounds of one contender's runs."""
+    if not results:
+        return None
+    median = lambda key: statistics.median(r[key] for r in results)  # noqa: E731
+    tokens = [r["tgt_tokens_per_s"] for r in results]
+    gflops = median("gflops")
+    return {"median_ms": median("median_ms"), "tgt_tokens_per_s": median("tgt_tokens_per_s"), "gflops": gflops,
+            "percent_of_peak": 100.0 * gflops / peak if peak else None,
+            "peak_rss_mb": max(r["peak_rss_mb"] for r in results), "tokens_min": min(tokens), "tokens_max": max(tokens),
+            "page_faults_per_step": median("page_faults_per_step"), "rounds": len(results)}
+
+
+# ---- the report ----
+
+def fmt(value, digits=0, suffix=""):
+    return "n/a" if value is None else f"{value:,.{digits}f}{suffix}"
+
+
+def ratio(a, b):
+    return None if a is None or b is None or not b else a / b
+
+
+def config_title(config, o):
+    return (f"Config {config}: {o.layers}+{o.layers} layers, d {o.d_model}, {o.heads} heads, ffn {o.ffn}, "
+            f"vocab {o.vocab}, {o.batch} × {o.src_len}/{o.tgt_len} tokens, {o.attn}, {o.threads} threads, "
+            f"{flops_per_step(o) / 1e9:.1f} GFLOP per step")
+
+
+def config_table(summary):
+    q = summary["qkgrad"]
+    lines = ["| contender | ms/step | target tok/s (min–max) | GFLOP/s | % of sgemm peak | peak RSS MB "
+             "| page faults/step | qkgrad ÷ this (tok/s) |",
+             "|---|--:|--:|--:|--:|--:|--:|--:|"]
+    for contender in ("qkgrad", "torch-tuned", "torch-default"):
+        s = summary[contender]
+        if s is None:
+            lines.append(f"| {TITLES[contender]} | failed | | | | | | |")
+            continue
+        speedup = ratio(q["tgt_tokens_per_s"], s["tgt_tokens_per_s"]) if q else None
+        lines.append(f"| {TITLES[contender]} | {fmt(s['median_ms'], 1)} | {fmt(s['tgt_tokens_per_s'])} "
+                     f"({fmt(s['tokens_min'])}–{fmt(s['tokens_max'])}) | {fmt(s['gflops'], 1)} "
+                     f"| {fmt(s['percent_of_peak'], 0, '%')} | {fmt(s['peak_rss_mb'])} | {fmt(s['page_faults_per_step'])} "
+                     f"| {fmt(speedup, 2, '×')} |")
+    return "\n".join(lines)
+
+
+def summary_table(summaries):
+    lines = ["| config | qkgrad tok/s | torch tuned tok/s | torch default tok/s | qkgrad / tuned | qkgrad / default "
+             "| qkgrad % of peak | peak RSS MB: qkgrad / torch tuned |",
+             "|---|--:|--:|--:|--:|--:|--:|--:|"]
+    for config, s in summaries.items():
+        q, t, d = s["qkgrad"], s["torch-tuned"], s["torch-default"]
+        tok = lambda x: x["tgt_tokens_per_s"] if x else None  # noqa: E731
+        rss = lambda x: x["peak_rss_mb"] if x else None  # noqa: E731
+        lines.append(f"| {config} | {fmt(tok(q))} | {fmt(tok(t))} | {fmt(tok(d))} | {fmt(ratio(tok(q), tok(t)), 2, '×')} "
+                     f"| {fmt(ratio(tok(q), tok(d)), 2, '×')} | {fmt(q and q['percent_of_peak'], 0, '%')} "
+                     f"| {fmt(rss(q))} / {fmt(rss(t))} ({fmt(ratio(rss(q), rss(t)), 2, '×')}) |")
+    return "\n".join(lines)
+
+
+def blas_lines(all_runs):
+    """What the torch workers said about their BLAS and environment (one line per distinct answer)."""
+    lines = []
+    for contender in ("torch-default", "torch-tuned"):
+        seen = []
+        for runs in all_runs.values():
+            for r in runs[contender]:
+                env = r.get("env", {})
+                text = (f"{describe_blas(r)}; LD_LIBRARY_PATH={env.get('LD_LIBRARY_PATH') or '(unset)'}; "
+                        f"GLIBC_TUNABLES={env.get('GLIBC_TUNABLES') or '(unset)'}")
+                if text not in seen:
+                    seen.append(text)
+        for text in seen or ["no successful run"]:
+            lines.append(f"- {TITLES[contender]}: {text}")
+    tuned = [r for runs in all_runs.values() for r in runs["torch-tuned"]]
+    if tuned and not all(r.get("openblas", {}).get("parallel") == "OpenMP" for r in tuned):
+        lines.append("- WARNING: the tuned worker did not load the OpenMP build of OpenBLAS "
+                     f"(is {OPENBLAS_OPENMP_DIR} installed? apt-get install libopenblas0-openmp)")
+    default = [r for runs in all_runs.values() for r in runs["torch-default"]]
+    if default and tuned and {describe_blas(r) for r in default} == {describe_blas(r) for r in tuned}:
+        lines.append("- Note: out of the box, PyTorch already loads the same BLAS here (the system's libblas.so.3 "
+                     "alternative points to it), so on this machine the tuned run differs only by GLIBC_TUNABLES.")
+    return lines
+
+
+def check_lines(all_runs, options):
+    """Consistency checks on every result: the FLOP formula, the parameter list, a finite loss.
+
+    Returns (lines, all passed)."""
+    lines, passed = [], True
+    for config, runs in all_runs.items():
+        o = options[config]
+        flops_ok = all(flop_formula_agrees(r, o) for r in runs["qkgrad"])
+        torch_runs = runs["torch-default"] + runs["torch-tuned"]
+        model_ok = all(r.get("matches_checkpoint_md") for r in torch_runs)
+        loss_ok = all(r.get("final_loss") is not None and math.isfinite(r["final_loss"]) for r in torch_runs)
+        count = parameter_count(expected_parameters(o))
+        lines.append(f"- {config}: qkgrad's gflops × median_ms {'agrees' if flops_ok else 'DISAGREES'} with this "
+                     f"script's FLOP formula ({flops_per_step(o) / 1e9:.3f} GFLOP/step); PyTorch's parameters "
+                     f"{'match' if model_ok else 'DO NOT match'} docs/checkpoint.md ({count:,}); "
+                     f"PyTorch's loss {'finite' if loss_ok else 'NOT FINITE'}")
+        if not (flops_ok and model_ok and loss_ok):
+            lines[-1] += "  ← CHECK FAILED"
+            passed = False
+    return lines, passed
+
+
+def machine_line():
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), model)
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} CPUs"
+
+
+def run_driver(argv):
+    parser = argparse.ArgumentParser(
+        prog="compare_torch.py", description="Time qkgrad's and PyTorch's training step of the same Seq2SeqTransformer, "
+                                             "alternating, and print the ratios per config (see the file's header).",
+        epilog="Subcommands: 'torch-step [flags]' (one PyTorch measurement, qkgrad-bench's flags), "
+               "'check' (is the PyTorch step the same as qkgrad's?).")
+    parser.add_argument("--configs", default="A,B,C", help="comma-separated configs from A, B, C (default all)")
+    parser.add_argument("--rounds", type=at_least(1), default=3, metavar="N", help="rounds per config (default 3)")
+    parser.add_argument("--steps", type=at_least(1), default=10, metavar="N", help="timed steps per run (default 10)")
+    parser.add_argument("--warmup-steps", type=at_least(0), default=2, metavar="N", help="untimed steps first (default 2)")
+    parser.add_argument("--threads", type=at_least(1), default=2, metavar="N", help="threads for both (default 2)")
+    parser.add_argument("--attn", choices=["qknorm", "scaled_dot"], default="qknorm")
+    parser.add_argument("--dropout", type=probability, default=0.0, metavar="P")
+    parser.add_argument("--qkgrad", default="build/bench/qkgrad-bench", metavar="PATH", help="the qkgrad-bench binary")
+    parser.add_argument("--sgemm", metavar="PATH", help="qkgrad-bench-sgemm (default: next to --qkgrad)")
+    parser.add_argument("--timeout", type=at_least(1), default=1800, metavar="S", help="seconds per run (default 1800)")
+    parser.add_argument("--json", metavar="FILE", help="also write every raw result to FILE")
+    args = parser.parse_args(argv)
+    configs = [c.strip().upper() for c in args.configs.split(",") if c.strip()]
+    unknown = [c for c in configs if c not in CONFIGS]
+    if unknown or not configs:
+        parser.error(f"--configs: unknown config(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(CONFIGS)}")
+
+    qkgrad = find_program(args.qkgrad, "qkgrad-bench")
+    import importlib.util
+    if importlib.util.find_spec("torch") is None:
+        raise BenchError(TORCH_HINT)
+    sgemm_path = args.sgemm or os.path.join(os.path.dirname(qkgrad), "qkgrad-bench-sgemm")
+    sgemm = None
+    try:
+        sgemm, _ = run_json([find_program(sgemm_path, "qkgrad-bench-sgemm"), "--json", "--threads", str(args.threads)],
+                            dict(os.environ), args.timeout)
+        log(f"sgemm peak: {sgemm['sgemm_gflops']} GFLOP/s on {sgemm.get('threads')} threads")
+    except (BenchError, RuntimeError) as e:
+        log(f"warning: no sgemm peak, the % of peak columns stay empty: {e}")
+    peak = sgemm["sgemm_gflops"] if sgemm else None
+
+    started, load_before = time.strftime("%Y-%m-%d %H:%M:%S"), os.getloadavg()
+    options, all_runs, summaries, errors = {}, {}, {}, []
+    for config in configs:
+        o = options[config] = step_options(config, args)
+        log(f"config {config}: {args.rounds} round(s) of {' / '.join(CONTENDERS)}, {args.steps} steps each")
+        all_runs[config], failed = run_config(config, o, args, qkgrad)
+        errors += failed
+        summaries[config] = {c: summarize(all_runs[config][c], peak) for c in CONTENDERS}
+    load_after = os.getloadavg()
+
+    torch_version = next((r["torch_version"] for runs in all_runs.values() for c in CONTENDERS[1:] for r in runs[c]), "?")
+    print(f"# qkgrad vs PyTorch {torch_version}: one training step\n")
+    rounds = f"{args.rounds} round{'s' if args.rounds > 1 else ''}"
+    print(f"{machine_line()}; {args.threads} threads each; {rounds} of qkgrad / torch default / torch tuned, "
+          f"alternating, {args.steps} timed steps after {args.warmup_steps} warm-up per run; medians over the rounds. "
+          f"sgemm peak {fmt(peak, 1)} GFLOP/s. Started {started}; load average {load_before[0]:.2f} before, "
+          f"{load_after[0]:.2f} after.\n")
+    print("BLAS and environment of the PyTorch workers:")
+    print("\n".join(blas_lines(all_runs)) + "\n")
+    for config in configs:
+        print(f"## {config_title(config, options[config])}\n")
+        print(config_table(summaries[config]))
+        loads = [r["load_average_before"] for runs in all_runs[config].values() for r in runs]
+        if loads:
+            print(f"\n1-minute load average at the start of the runs: {min(loads):.2f}–{max(loads):.2f} "
+                  f"({os.cpu_count()} CPUs; a load near or above the CPU count means the runs shared the machine)")
+        print()
+    print("## Summary (target tokens per second, medians)\n")
+    print(summary_table(summaries) + "\n")
+    checks, checks_passed = check_lines(all_runs, options)
+    print("Checks:")
+    print("\n".join(checks))
+    for error in errors:
+        print(f"- FAILED RUN: {error.splitlines()[0]}")
+    if args.json:
+        raw = {"started": started, "machine": machine_line(), "load_average": [load_before, load_after],
+               "settings": vars(args), "sgemm": sgemm, "configs": {
+                   c: {"options": vars(options[c]), "flops_per_step": flops_per_step(options[c]),
+                       "runs": all_runs[c], "summary": summaries[c]} for c in configs}, "errors": errors}
+        with open(args.json, "w") as f:
+            json.dump(raw, f, indent=1)
+        log(f"raw results written to {args.json}")
+    return 0 if checks_passed and not errors else 1
+
+
+# ---- check: the same model, the same step ----
+
+CHECK_CONFIGS = [  # small and uneven (S ≠ T, F not a multiple of D) so that a mixed-up term shows
+    dict(layers=1, d_model=96, heads=3, ffn=160, vocab=700, batch=6, src_len=27, tgt_len=19),
+    dict(layers=2, d_model=64, heads=4, ffn=96, vocab=300, batch=9, src_len=13, tgt_len=21),
+]
+
+
+def profiled_matmul_flops(torch, o):
+    """The FLOPs of every matrix product (aten::mm, addmm, bmm, baddbmm) PyTorch runs in one step."""
+    from torch.profiler import ProfilerActivity, profile
+
+    bench = TorchStep(torch, o)
+    bench.step()
+    with profile(activities=[ProfilerActivity.CPU], with_flops=True) as prof:
+        bench.step()
+    return sum(e.flops or 0 for e in prof.events() if e.name in ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"))
+
+
+def run_check(argv):
+    parser = argparse.ArgumentParser(prog="compare_torch.py check",
+                                     description="Check that the PyTorch step is qkgrad-bench's step.")
+    parser.add_argument("--qkgrad", default="build/bench/qkgrad-bench", metavar="PATH")
+    args = parser.parse_args(argv)
+    qkgrad = find_program(args.qkgrad, "qkgrad-bench")
+    torch = import_torch()
+    ok = True
+
+    def verdict(good, text):
+        nonlocal ok
+        ok = ok and good
+        print(f"{'ok  ' if good else 'FAIL'}  {text}")
+
+    for values in CHECK_CONFIGS:
+        for attn in ("qknorm", "scaled_dot"):
+            o = argparse.Namespace(**values, steps=5, warmup_steps=1, threads=1, attn=attn, dropout=0.0)
+            name = (f"{o.layers}+{o.layers} layers, d {o.d_model}, {o.heads} heads, ffn {o.ffn}, vocab {o.vocab}, "
+                    f"{o.batch} × {o.src_len}/{o.tgt_len}, {attn}")
+            formula = flops_per_step(o)
+            try:
+                result, _ = run_json([qkgrad, "--json"] + step_flags(o), dict(os.environ), 600)
+            except RuntimeError as e:
+                verdict(False, f"{name}: qkgrad-bench failed: {e}")
+                continue
+            value, bound = recovered_flops(result)
+            verdict(flop_formula_agrees(result, o),
+                    f"{name}: qkgrad-bench's gflops × median_ms = {value:,.0f} ± {bound:,.0f} FLOP/step, "
+                    f"this script's formula {formula:,.0f}")
+            torch.set_num_threads(1)
+            executed = profiled_matmul_flops(torch, o)
+            verdict(executed == formula, f"{name}: PyTorch executes {executed:,} FLOP of matrix products "
+                                         f"(profiler, forward + backward), the formula says {formula:,.0f}")
+            model = build_model(torch, o)
+            shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
+            expected = expected_parameters(o)
+            count, expected_count = sum(p.numel() for p in model.parameters()), parameter_count(expected)
+            detail = "" if shapes == expected else (
+                f"; missing {sorted(set(expected) - set(shapes))}, extra {sorted(set(shapes) - set(expected))}, "
+                f"other shape {sorted(n for n in set(shapes) & set(expected) if shapes[n] != expected[n])}")
+            verdict(shapes == expected and count == expected_count,
+                    f"{name}: PyTorch has {len(shapes)} tensors, {count:,} parameters; docs/checkpoint.md's list "
+                    f"{len(expected)} tensors, {expected_count:,}{detail}")
+    bench = TorchStep(torch, argparse.Namespace(**CHECK_CONFIGS[0], attn="qknorm", dropout=0.0))
+    losses = [bench.step() for _ in range(5)]
+    verdict(all(map(math.isfinite, losses)) and losses[-1] < losses[0],
+            f"PyTorch's step trains: loss {' → '.join(f'{x:.4f}' for x in losses)} (ln V = {math.log(700):.4f})")
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+def main(argv):
+    if argv and argv[0] == "torch-step":
+        return run_worker(argv[1:])
+    if argv and argv[0] == "check":
+        return run_check(argv[1:])
+    return run_driver(argv)
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except BenchError as error:
+        print(f"compare_torch.py: error: {error}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        sys.exit(130)
