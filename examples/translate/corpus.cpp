@@ -18,13 +18,17 @@ bool valid_utf8(const std::string& s, std::size_t* bad_offset) {
 std::vector<std::string> read_text_lines(const std::string& path) {
   // 4 GiB is far above any corpus this program trains on, and still a bound.
   const std::string text = read_file(path, std::size_t{1} << 32);
+  return split_text_lines(text, path);
+}
+
+std::vector<std::string> split_text_lines(std::string_view text, const std::string& path) {
   std::vector<std::string> lines;
   std::size_t start = 0;
   int64_t line_no = 1;
   while (start < text.size()) {
     std::size_t end = text.find('\n', start);
     if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(start, end - start);
+    std::string line(text.substr(start, end - start));
     if (!line.empty() && line.back() == '\r') line.pop_back();
     QKGRAD_CHECK(line.find('\0') == std::string::npos, path, ":", line_no,
                  ": contains a NUL byte; this is not a text file (or it is UTF-16: convert it to UTF-8)");
@@ -60,8 +64,13 @@ std::string ParallelCorpus::summary() const {
 }
 
 ParallelCorpus read_parallel(const std::string& src_path, const std::string& tgt_path, std::size_t max_line_bytes) {
-  const std::vector<std::string> src = read_text_lines(src_path);
-  const std::vector<std::string> tgt = read_text_lines(tgt_path);
+  return make_parallel(read_text_lines(src_path), read_text_lines(tgt_path), src_path, tgt_path,
+                       max_line_bytes);
+}
+
+ParallelCorpus make_parallel(const std::vector<std::string>& src, const std::vector<std::string>& tgt,
+                             const std::string& src_path, const std::string& tgt_path,
+                             std::size_t max_line_bytes) {
   QKGRAD_CHECK(src.size() == tgt.size(), "misaligned corpus: ", src_path, " has ", src.size(), " lines but ",
                tgt_path, " has ", tgt.size(), "; line i of one must translate line i of the other");
   ParallelCorpus corpus;

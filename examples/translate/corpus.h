@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace qkgrad::translate {
@@ -11,6 +12,10 @@ namespace qkgrad::translate {
 // The lines of a UTF-8 text file (line endings \n or \r\n, stripped). Throws an Error naming the
 // file and line for invalid UTF-8 or a NUL byte, and for a missing or unreadable file.
 std::vector<std::string> read_text_lines(const std::string& path);
+
+// What read_text_lines does after reading the file: splits `text` into lines with the same
+// checks; `name` (the path) starts every error message.
+std::vector<std::string> split_text_lines(std::string_view text, const std::string& name);
 
 // Is `text` valid UTF-8? If not, `bad_offset` gets the offset of the first invalid byte.
 bool valid_utf8(const std::string& text, std::size_t* bad_offset = nullptr);
@@ -28,6 +33,12 @@ struct ParallelCorpus {
 // Reads two aligned files (line i of one translates line i of the other). Different line counts
 // are an Error naming both files and both counts; an empty result is an Error too.
 ParallelCorpus read_parallel(const std::string& src_path, const std::string& tgt_path,
+                             std::size_t max_line_bytes = 2000);
+
+// What read_parallel does after reading both files: aligns, normalises and filters the lines,
+// with the same checks and errors; the names (paths) appear in the messages.
+ParallelCorpus make_parallel(const std::vector<std::string>& src, const std::vector<std::string>& tgt,
+                             const std::string& src_name, const std::string& tgt_name,
                              std::size_t max_line_bytes = 2000);
 
 }  // namespace qkgrad::translate
