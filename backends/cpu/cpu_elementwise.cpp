@@ -71,7 +71,7 @@ void CpuBackend::unary(UnaryOp op, UnaryParams p, const Tensor& x, Tensor& y) {
     T* out = y.data<T>();
     const int64_t n = x.numel();
     const T a = static_cast<T>(p.a), b = static_cast<T>(p.b);
-    auto run = [&](auto f) { map_index(out, n, [&](int64_t i) { return f(in[i]); }); };
+    auto run = [&](auto f) { map_index(out, n, [in, f](int64_t i) { return f(in[i]); }); };
     switch (op) {
       case UnaryOp::neg: run([](T v) { return -v; }); break;
       case UnaryOp::exp: run([](T v) { return std::exp(v); }); break;
@@ -106,30 +106,30 @@ void CpuBackend::unary_backward(UnaryOp op, UnaryParams p, const Tensor* x, cons
     // grad(i) = dy[i] · f'(x[i]); written over dx, or added to it.
     auto run = [&](auto grad) {
       if (accumulate) {
-        map_index(out, n, [&](int64_t i) { return out[i] + grad(i); });
+        map_index(out, n, [out, grad](int64_t i) { return out[i] + grad(i); });
       } else {
         map_index(out, n, grad);
       }
     };
     switch (op) {
-      case UnaryOp::neg: run([&](int64_t i) { return -g[i]; }); break;
-      case UnaryOp::exp: run([&](int64_t i) { return g[i] * ys[i]; }); break;                 // y
-      case UnaryOp::log: run([&](int64_t i) { return g[i] / xs[i]; }); break;                 // 1/x
-      case UnaryOp::tanh: run([&](int64_t i) { return g[i] * (T(1) - ys[i] * ys[i]); }); break;  // 1 - y²
-      case UnaryOp::relu: run([&](int64_t i) { return xs[i] > T(0) ? g[i] : T(0); }); break;   // [x > 0]
-      case UnaryOp::sqrt: run([&](int64_t i) { return g[i] / (T(2) * ys[i]); }); break;       // 1/(2y)
-      case UnaryOp::rsqrt: run([&](int64_t i) { return T(-0.5) * g[i] * ys[i] * ys[i] * ys[i]; }); break;  // -y³/2
-      case UnaryOp::sigmoid: run([&](int64_t i) { return g[i] * ys[i] * (T(1) - ys[i]); }); break;  // y(1-y)
-      case UnaryOp::gelu: run([&](int64_t i) { return g[i] * gelu_derivative(xs[i]); }); break;
-      case UnaryOp::square: run([&](int64_t i) { return T(2) * xs[i] * g[i]; }); break;        // 2x
+      case UnaryOp::neg: run([=](int64_t i) { return -g[i]; }); break;
+      case UnaryOp::exp: run([=](int64_t i) { return g[i] * ys[i]; }); break;                 // y
+      case UnaryOp::log: run([=](int64_t i) { return g[i] / xs[i]; }); break;                 // 1/x
+      case UnaryOp::tanh: run([=](int64_t i) { return g[i] * (T(1) - ys[i] * ys[i]); }); break;  // 1 - y²
+      case UnaryOp::relu: run([=](int64_t i) { return xs[i] > T(0) ? g[i] : T(0); }); break;   // [x > 0]
+      case UnaryOp::sqrt: run([=](int64_t i) { return g[i] / (T(2) * ys[i]); }); break;       // 1/(2y)
+      case UnaryOp::rsqrt: run([=](int64_t i) { return T(-0.5) * g[i] * ys[i] * ys[i] * ys[i]; }); break;  // -y³/2
+      case UnaryOp::sigmoid: run([=](int64_t i) { return g[i] * ys[i] * (T(1) - ys[i]); }); break;  // y(1-y)
+      case UnaryOp::gelu: run([=](int64_t i) { return g[i] * gelu_derivative(xs[i]); }); break;
+      case UnaryOp::square: run([=](int64_t i) { return T(2) * xs[i] * g[i]; }); break;        // 2x
       case UnaryOp::pow:  // a·x^(a-1); exactly 0 for a = 0 (no 0·inf at x = 0)
-        run([&](int64_t i) { return a == T(0) ? T(0) : g[i] * a * std::pow(xs[i], a - T(1)); });
+        run([=](int64_t i) { return a == T(0) ? T(0) : g[i] * a * std::pow(xs[i], a - T(1)); });
         break;
       case UnaryOp::clamp:  // 1 inside [low, high] (inclusive), 0 outside
-        run([&](int64_t i) { return (xs[i] >= a && xs[i] <= b) ? g[i] : T(0); });
+        run([=](int64_t i) { return (xs[i] >= a && xs[i] <= b) ? g[i] : T(0); });
         break;
-      case UnaryOp::add_scalar: run([&](int64_t i) { return g[i]; }); break;
-      case UnaryOp::mul_scalar: run([&](int64_t i) { return a * g[i]; }); break;
+      case UnaryOp::add_scalar: run([=](int64_t i) { return g[i]; }); break;
+      case UnaryOp::mul_scalar: run([=](int64_t i) { return a * g[i]; }); break;
     }
   });
 }
