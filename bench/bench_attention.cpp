@@ -4,7 +4,10 @@
 // For each (B, H, T, d) and causal or not it prints the median milliseconds of a forward pass
 // (no grad) and of forward + backward, and the peak memory allocated above the inputs during
 // forward + backward (from the caching allocator's statistics), for both, with the ratio.
-//   qkgrad-bench-attention [--reps N] [--threads N] [--mode qknorm|scaled_dot]
+//   qkgrad-bench-attention [--reps N] [--threads N] [--mode qknorm|scaled_dot] [--shape B,H,T,d]
+//                          [--causal yes|no] [--json]
+// --shape and --causal restrict the run to one shape / one masking; --json prints one JSON object
+// per line instead of the table (bench/compare_torch.py's `attention` subcommand reads it).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -31,33 +34,60 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
+void usage() {
+  std::fprintf(stderr,
+               "usage: qkgrad-bench-attention [--reps N] [--threads N] [--mode qknorm|scaled_dot] [--shape B,H,T,d]\n"
+               "                              [--causal yes|no] [--json]\n");
+}
+
+struct Shape4 {
+  int64_t b, h, t, d;
+};
+
 int main(int argc, char** argv) {
   int reps = 9, threads = 0;
+  bool json = false;
+  int causal_only = -1;  // -1: both
   AttentionMode mode = AttentionMode::qknorm;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string arg = argv[i], value = argv[i + 1];
+  std::vector<Shape4> shapes = {{32, 4, 40, 64}, {16, 8, 64, 64}, {8, 8, 256, 64}};
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--json") {
+      json = true;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      usage();
+      return 2;
+    }
+    const std::string value = argv[++i];
+    Shape4 one{};
     if (arg == "--reps") reps = std::max(1, std::atoi(value.c_str()));
     else if (arg == "--threads") threads = std::atoi(value.c_str());
     else if (arg == "--mode" && (value == "qknorm" || value == "scaled_dot"))
       mode = value == "qknorm" ? AttentionMode::qknorm : AttentionMode::scaled_dot;
+    else if (arg == "--causal" && (value == "yes" || value == "no"))
+      causal_only = value == "yes" ? 1 : 0;
+    else if (arg == "--shape" && std::sscanf(value.c_str(), "%ld,%ld,%ld,%ld", &one.b, &one.h, &one.t, &one.d) == 4 &&
+             one.b > 0 && one.h > 0 && one.t > 0 && one.d > 0)
+      shapes = {one};
     else {
-      std::fprintf(stderr, "usage: qkgrad-bench-attention [--reps N] [--threads N] [--mode qknorm|scaled_dot]\n");
+      usage();
       return 2;
     }
   }
-  if (argc % 2 == 0) {
-    std::fprintf(stderr, "usage: qkgrad-bench-attention [--reps N] [--threads N] [--mode qknorm|scaled_dot]\n");
-    return 2;
-  }
   if (threads > 0) set_num_threads(threads);
   Backend& cpu = backend(Device::cpu);
-  std::printf("%s attention, float32, %d threads, median of %d; memory = peak allocated above the inputs\n",
-              mode == AttentionMode::qknorm ? "QKNorm" : "scaled dot-product", num_threads(), reps);
-  std::printf("%-22s %-6s | %9s %9s %6s | %9s %9s %6s | %9s %9s %6s\n", "B, H, T, d", "causal", "fwd fused",
-              "composed", "ratio", "f+b fused", "composed", "ratio", "MB fused", "composed", "ratio");
-  struct Shape4 { int64_t b, h, t, d; };
-  for (const Shape4 s : {Shape4{32, 4, 40, 64}, Shape4{16, 8, 64, 64}, Shape4{8, 8, 256, 64}}) {
+  const char* mode_name = mode == AttentionMode::qknorm ? "qknorm" : "scaled_dot";
+  if (!json) {
+    std::printf("%s attention, float32, %d threads, median of %d; memory = peak allocated above the inputs\n",
+                mode == AttentionMode::qknorm ? "QKNorm" : "scaled dot-product", num_threads(), reps);
+    std::printf("%-22s %-6s | %9s %9s %6s | %9s %9s %6s | %9s %9s %6s\n", "B, H, T, d", "causal", "fwd fused",
+                "composed", "ratio", "f+b fused", "composed", "ratio", "MB fused", "composed", "ratio");
+  }
+  for (const Shape4 s : shapes) {
     for (bool causal : {false, true}) {
+      if (causal_only >= 0 && causal != (causal_only == 1)) continue;
       Generator gen(1);
       Tensor q = Tensor::randn({s.b, s.t, s.h * s.d}, gen).requires_grad_();
       Tensor k = Tensor::randn({s.b, s.t, s.h * s.d}, gen).requires_grad_();
@@ -98,8 +128,19 @@ int main(int argc, char** argv) {
                     static_cast<long>(s.t), static_cast<long>(s.d));
       const double f0 = median(fwd[0]), f1 = median(fwd[1]), t0 = median(train[0]), t1 = median(train[1]);
       const double m0 = median(memory[0]), m1 = median(memory[1]);
-      std::printf("%-22s %-6s | %9.3f %9.3f %6.2f | %9.3f %9.3f %6.2f | %9.2f %9.2f %6.2f\n", label,
-                  causal ? "yes" : "no", f0, f1, f1 / f0, t0, t1, t1 / t0, m0, m1, m1 / m0);
+      if (json) {
+        std::printf("{\"b\": %ld, \"h\": %ld, \"t\": %ld, \"d\": %ld, \"causal\": %s, \"mode\": \"%s\", "
+                    "\"threads\": %d, \"reps\": %d, \"forward_ms\": %.4f, \"forward_ms_composed\": %.4f, "
+                    "\"train_ms\": %.4f, \"train_ms_composed\": %.4f, \"train_ms_min\": %.4f, "
+                    "\"train_ms_max\": %.4f, \"peak_mb\": %.3f, \"peak_mb_composed\": %.3f}\n",
+                    static_cast<long>(s.b), static_cast<long>(s.h), static_cast<long>(s.t), static_cast<long>(s.d),
+                    causal ? "true" : "false", mode_name, num_threads(), reps, f0, f1, t0, t1,
+                    *std::min_element(train[0].begin(), train[0].end()),
+                    *std::max_element(train[0].begin(), train[0].end()), m0, m1);
+      } else {
+        std::printf("%-22s %-6s | %9.3f %9.3f %6.2f | %9.3f %9.3f %6.2f | %9.2f %9.2f %6.2f\n", label,
+                    causal ? "yes" : "no", f0, f1, f1 / f0, t0, t1, t1 / t0, m0, m1, m1 / m0);
+      }
       std::fflush(stdout);
     }
   }

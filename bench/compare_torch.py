@@ -5,6 +5,7 @@
                                    [--qkgrad build/bench/qkgrad-bench] [--attn qknorm] [--json FILE]
     python3 bench/compare_torch.py torch-step [qkgrad-bench's flags]    (one PyTorch measurement)
     python3 bench/compare_torch.py check [--qkgrad PATH]                (is it the same model and step?)
+    python3 bench/compare_torch.py attention [--shape 16,8,64,64]       (the fused attention op alone)
 
 Run it with Debian's Python and PyTorch (/usr/bin/python3, `apt-get install python3-torch`), from
 the repository root after building the benchmarks (`meson setup build && ninja -C build
@@ -701,7 +702,8 @@ def run_driver(argv):
         prog="compare_torch.py", description="Time qkgrad's and PyTorch's training step of the same Seq2SeqTransformer, "
                                              "alternating, and print the ratios per config (see the file's header).",
         epilog="Subcommands: 'torch-step [flags]' (one PyTorch measurement, qkgrad-bench's flags), "
-               "'check' (is the PyTorch step the same as qkgrad's?).")
+               "'check' (is the PyTorch step the same as qkgrad's?), 'attention [--shape B,H,T,d]' (the fused "
+               "attention op against PyTorch's composed version, forward + backward).")
     parser.add_argument("--configs", default="A,B,C", help="comma-separated configs from A, B, C (default all)")
     parser.add_argument("--rounds", type=at_least(1), default=3, metavar="N", help="rounds per config (default 3)")
     parser.add_argument("--steps", type=at_least(1), default=10, metavar="N", help="timed steps per run (default 10)")
@@ -848,11 +850,109 @@ def run_check(argv):
     return 0 if ok else 1
 
 
+# ---- attention: the fused QKNorm op against PyTorch's composed version ----
+
+def torch_attention_worker(argv):
+    """Times PyTorch's QKNorm (or scaled dot-product) attention composed from its ops, forward +
+    backward, on qkgrad-bench-attention's inputs: q, k, v [B, T, H·d] (heads side by side in the
+    last dim, as the model's projections produce them), one scalar g, a ones seed for ȳ."""
+    parser = argparse.ArgumentParser(prog="compare_torch.py torch-attention")
+    parser.add_argument("--shape", default="16,8,64,64")
+    parser.add_argument("--causal", choices=["yes", "no"], default="no")
+    parser.add_argument("--mode", choices=["qknorm", "scaled_dot"], default="qknorm")
+    parser.add_argument("--reps", type=at_least(1), default=15)
+    parser.add_argument("--threads", type=at_least(1), default=2)
+    o = parser.parse_args(argv)
+    B, H, T, d = (int(x) for x in o.shape.split(","))
+    torch = import_torch()
+    F = torch.nn.functional
+    torch.set_num_threads(o.threads)
+    torch.manual_seed(1)
+    q, k, v = (torch.randn(B, T, H * d, requires_grad=True) for _ in range(3))
+    g = torch.tensor(math.log2(T * T - T) if T > 1 else 1.0, requires_grad=True)
+    seed = torch.ones(B, T, H * d)
+    hidden = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1) if o.causal == "yes" else None
+
+    def attention():
+        heads = lambda x: x.view(B, T, H, d).transpose(1, 2)  # noqa: E731  [B, H, T, d]
+        qh, kh, vh = heads(q), heads(k), heads(v)
+        if o.mode == "qknorm":
+            s = g * torch.matmul(F.normalize(qh, dim=-1, eps=1e-6), F.normalize(kh, dim=-1, eps=1e-6).transpose(-1, -2))
+        else:
+            s = torch.matmul(qh, kh.transpose(-1, -2)) / math.sqrt(d)
+        if hidden is not None:
+            s = s.masked_fill(hidden, float("-inf"))
+        out = torch.matmul(torch.softmax(s, dim=-1), vh)  # [B, H, T, d]
+        return out.transpose(1, 2).reshape(B, T, H * d)
+
+    ms = []
+    for r in range(o.reps + 1):  # the first repetition warms up and is dropped, as in qkgrad's
+        for x in (q, k, v, g):
+            x.grad = None
+        t0 = time.perf_counter()
+        attention().backward(seed)
+        if r > 0:
+            ms.append((time.perf_counter() - t0) * 1000.0)
+    ordered = sorted(ms)
+    print(json.dumps({"framework": "torch", "b": B, "h": H, "t": T, "d": d, "causal": o.causal == "yes",
+                      "mode": o.mode, "threads": torch.get_num_threads(), "train_ms": ordered[len(ordered) // 2],
+                      "train_ms_min": ordered[0], "train_ms_max": ordered[-1], "torch_version": torch.__version__}))
+    return 0
+
+
+def run_attention(argv):
+    parser = argparse.ArgumentParser(
+        prog="compare_torch.py attention",
+        description="The fused attention op (qkgrad-bench-attention) against PyTorch's composed version, forward + "
+                    "backward, alternating qkgrad / torch default / torch tuned for --rounds rounds.")
+    parser.add_argument("--shape", default="16,8,64,64", help="B,H,T,d (default 16,8,64,64)")
+    parser.add_argument("--causal", choices=["yes", "no"], default="no")
+    parser.add_argument("--mode", choices=["qknorm", "scaled_dot"], default="qknorm")
+    parser.add_argument("--rounds", type=at_least(1), default=5, metavar="N")
+    parser.add_argument("--reps", type=at_least(1), default=15, metavar="N", help="timed repetitions per run")
+    parser.add_argument("--threads", type=at_least(1), default=2, metavar="N")
+    parser.add_argument("--qkgrad", default="build/bench/qkgrad-bench-attention", metavar="PATH")
+    args = parser.parse_args(argv)
+    try:
+        B, H, T, d = (int(x) for x in args.shape.split(","))
+        assert min(B, H, T, d) > 0
+    except (ValueError, AssertionError):
+        parser.error(f"--shape must be four positive integers B,H,T,d, got '{args.shape}'")
+    qkgrad = find_program(args.qkgrad, "qkgrad-bench-attention")
+    flags = ["--shape", args.shape, "--causal", args.causal, "--mode", args.mode, "--reps", str(args.reps),
+             "--threads", str(args.threads)]
+    commands = {"qkgrad": [qkgrad, "--json"] + flags,
+                "torch-default": [sys.executable, os.path.abspath(__file__), "torch-attention"] + flags,
+                "torch-tuned": [sys.executable, os.path.abspath(__file__), "torch-attention"] + flags}
+    times = {c: [] for c in CONTENDERS}
+    for r in range(1, args.rounds + 1):
+        for contender in CONTENDERS:
+            try:
+                result, _ = run_json(commands[contender], contender_env(contender), 600)
+            except RuntimeError as e:
+                raise BenchError(f"attention round {r} {contender}: {e}") from None
+            times[contender].append(result["train_ms"])
+            log(f"[attention {r}/{args.rounds}] {contender:<13} {result['train_ms']:8.2f} ms forward + backward")
+    med = {c: statistics.median(times[c]) for c in CONTENDERS}
+    print(f"# Fused {args.mode} attention vs PyTorch's composed version: forward + backward\n")
+    print(f"{machine_line()}; B, H, T, d = {B}, {H}, {T}, {d}; causal {args.causal}; float32; {args.threads} threads; "
+          f"{args.rounds} rounds alternating, each the median of {args.reps} repetitions; medians over the rounds.\n")
+    print("| contender | ms (median) | min–max over rounds | qkgrad's speed-up over it |")
+    print("|---|--:|--:|--:|")
+    for c in CONTENDERS:
+        print(f"| {TITLES[c]} | {med[c]:.2f} | {min(times[c]):.2f}–{max(times[c]):.2f} | {med[c] / med['qkgrad']:.2f}× |")
+    return 0
+
+
 def main(argv):
     if argv and argv[0] == "torch-step":
         return run_worker(argv[1:])
     if argv and argv[0] == "check":
         return run_check(argv[1:])
+    if argv and argv[0] == "torch-attention":
+        return torch_attention_worker(argv[1:])
+    if argv and argv[0] == "attention":
+        return run_attention(argv[1:])
     return run_driver(argv)
 
 

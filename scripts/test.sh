@@ -2,11 +2,36 @@
 # qkgrad's whole test suite, on a fresh Debian 12 machine or a developer's checkout:
 #   installs what is missing (apt-get), builds (release, warnings are errors), runs the Catch2
 #   suite and qkgrad-gradcheck, and builds the CUDA backend when nvcc is present.
-# Counts: every Catch2 test case, every op checked by qkgrad-gradcheck, and the CUDA build.
+#
+#   scripts/test.sh [--sanitize] [--fuzz SECONDS]
+#     --sanitize      also build with AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
+#                     and run the whole Catch2 suite and qkgrad-gradcheck there; any report fails.
+#     --fuzz SECONDS  also run each libFuzzer target (scripts/fuzz.sh) for SECONDS.
+#   CI (.ci/run) passes both: --sanitize --fuzz 60.
+# Counts: every Catch2 test case, every op checked by qkgrad-gradcheck, the CUDA build, and
+# (when asked) the sanitized suite and each fuzz target.
 # The last line is always "N passed, N failed"; the exit status is non-zero on any failure.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 source scripts/common.sh
+
+sanitize=0
+fuzz_seconds=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --sanitize) sanitize=1 ;;
+    --fuzz) fuzz_seconds="${2:-}"; shift ;;
+    --fuzz=*) fuzz_seconds="${1#--fuzz=}" ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    *) echo "usage: scripts/test.sh [--sanitize] [--fuzz SECONDS]  (unknown argument '$1')"; echo "0 passed, 1 failed"; exit 2 ;;
+  esac
+  shift
+done
+if ! [[ "$fuzz_seconds" =~ ^[0-9]+$ ]]; then
+  echo "usage: --fuzz takes a whole number of seconds, got '$fuzz_seconds'"
+  echo "0 passed, 1 failed"
+  exit 2
+fi
 
 passed=0
 failed=0
@@ -81,6 +106,51 @@ if [ -n "$nvcc_path" ]; then
   fi
 else
   echo "== CUDA build skipped: nvcc not found"
+fi
+
+# ---- AddressSanitizer + UndefinedBehaviorSanitizer: the whole Catch2 suite and the gradient checks ----
+if [ "$sanitize" -eq 1 ]; then
+  echo "== sanitizers: building build-asan/ (ASan + UBSan, debugoptimized)"
+  # Every report is fatal (halt_on_error), leaks included; a report names the file and line.
+  export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1"
+  export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+  if configure build-asan --buildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false \
+       >"$log_dir/asan-build.log" 2>&1 && ninja -C build-asan >>"$log_dir/asan-build.log" 2>&1; then
+    echo "== sanitizers: Catch2 suite"
+    build-asan/tests/qkgrad-tests >"$log_dir/asan.log" 2>&1
+    asan_rc=$?
+    build-asan/examples/qkgrad-gradcheck >>"$log_dir/asan.log" 2>&1
+    gradcheck_asan_rc=$?
+    asan_summary=$(grep -E "^(All tests passed|test cases:)" "$log_dir/asan.log" | tail -n 1)
+    if [ "$asan_rc" -eq 0 ] && [ "$gradcheck_asan_rc" -eq 0 ] && ! grep -qE "ERROR: (Address|Leak)Sanitizer|runtime error:" "$log_dir/asan.log"; then
+      echo "sanitized suite: PASS ($asan_summary; qkgrad-gradcheck clean)"
+      passed=$((passed + 1))
+    else
+      grep -E -B2 -A30 "ERROR: (Address|Leak)Sanitizer|runtime error:|FAILED|failed" "$log_dir/asan.log" | head -n 120
+      echo "sanitized suite: FAIL (Catch2 exit $asan_rc, qkgrad-gradcheck exit $gradcheck_asan_rc; $asan_summary)"
+      failed=$((failed + 1))
+    fi
+  else
+    tail -n 40 "$log_dir/asan-build.log"
+    echo "sanitized suite: FAIL (the build-asan/ build failed)"
+    failed=$((failed + 1))
+  fi
+  unset ASAN_OPTIONS UBSAN_OPTIONS
+fi
+
+# ---- libFuzzer targets (clang) ----
+if [ "$fuzz_seconds" -gt 0 ]; then
+  echo "== fuzzers: ${fuzz_seconds} s each (scripts/fuzz.sh)"
+  scripts/fuzz.sh "$fuzz_seconds" 2>&1 | tee "$log_dir/fuzz.log"
+  fuzz_rc=${PIPESTATUS[0]}
+  fuzz_passed=$(grep -cE "^fuzz .*: PASS" "$log_dir/fuzz.log")
+  fuzz_failed=$(grep -cE "^fuzz .*: FAIL" "$log_dir/fuzz.log")
+  passed=$((passed + fuzz_passed))
+  failed=$((failed + fuzz_failed))
+  if [ "$fuzz_rc" -ne 0 ] && [ "$fuzz_failed" -eq 0 ]; then
+    echo "error: scripts/fuzz.sh exited with status $fuzz_rc"
+    failed=$((failed + 1))
+  fi
 fi
 
 finish
