@@ -16,6 +16,8 @@ using cpu::dispatch;
 
 namespace {
 
+// Unpacked into plain variables, not structured bindings: clang 14 cannot use those inside
+// the OpenMP regions below.
 struct Rows {
   int64_t rows, d;
 };
@@ -29,7 +31,8 @@ Rows rows_of(const Tensor& x) {
 void CpuBackend::softmax(const Tensor& x, Tensor& y, bool log) {
   dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const auto [rows, d] = rows_of(x);
+    const Rows dims = rows_of(x);
+    const int64_t rows = dims.rows, d = dims.d;
     const T* in = x.data<T>();
     T* out = y.data<T>();
 #pragma omp parallel for schedule(static) if (rows * d >= kParallelGrain)
@@ -68,7 +71,8 @@ void CpuBackend::softmax(const Tensor& x, Tensor& y, bool log) {
 void CpuBackend::softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx, bool log) {
   dispatch(y.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const auto [rows, d] = rows_of(y);
+    const Rows dims = rows_of(y);
+    const int64_t rows = dims.rows, d = dims.d;
     const T* ys = y.data<T>();
     const T* g = dy.data<T>();
     T* out = dx.data<T>();
@@ -95,7 +99,8 @@ void CpuBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& 
                             Tensor& y, Tensor& mean, Tensor& rstd) {
   dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const auto [rows, d] = rows_of(x);
+    const Rows dims = rows_of(x);
+    const int64_t rows = dims.rows, d = dims.d;
     const T* in = x.data<T>();
     const T* ga = gamma.data<T>();
     const T* be = beta.data<T>();
@@ -106,15 +111,19 @@ void CpuBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& 
     for (int64_t r = 0; r < rows; ++r) {
       const T* xr = in + r * d;
       // Two passes (mean, then the mean of squared deviations): no cancellation in var.
+      // The sums are vectorised (omp simd): a fixed order of partial sums, so still deterministic.
       T s = 0;
+#pragma omp simd reduction(+ : s)
       for (int64_t j = 0; j < d; ++j) s += xr[j];
       const T m = s / static_cast<T>(d);
       T v = 0;
+#pragma omp simd reduction(+ : v)
       for (int64_t j = 0; j < d; ++j) v += (xr[j] - m) * (xr[j] - m);
       const T inv = T(1) / std::sqrt(v / static_cast<T>(d) + static_cast<T>(eps));
       mu[r] = m;
       rs[r] = inv;
       T* yr = out + r * d;
+#pragma omp simd
       for (int64_t j = 0; j < d; ++j) yr[j] = (xr[j] - m) * inv * ga[j] + be[j];
     }
   });
@@ -125,7 +134,8 @@ void CpuBackend::layer_norm_backward(const Tensor& x, const Tensor& gamma, const
                                      Tensor* dgamma, Tensor* dbeta) {
   dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const auto [rows, d] = rows_of(x);
+    const Rows dims = rows_of(x);
+    const int64_t rows = dims.rows, d = dims.d;
     const T* in = x.data<T>();
     const T* ga = gamma.data<T>();
     const T* mu = mean.data<T>();
@@ -138,18 +148,21 @@ void CpuBackend::layer_norm_backward(const Tensor& x, const Tensor& gamma, const
       for (int64_t r = 0; r < rows; ++r) {
         const T* xr = in + r * d;
         const T* gr = g + r * d;
+        const T m = mu[r], rstd_r = rs[r];
         T mean_h = 0, mean_hx = 0;
+#pragma omp simd reduction(+ : mean_h, mean_hx)
         for (int64_t j = 0; j < d; ++j) {
           const T h = gr[j] * ga[j];
           mean_h += h;
-          mean_hx += h * (xr[j] - mu[r]) * rs[r];
+          mean_hx += h * (xr[j] - m) * rstd_r;
         }
         mean_h /= static_cast<T>(d);
         mean_hx /= static_cast<T>(d);
         T* dr = out + r * d;
+#pragma omp simd
         for (int64_t j = 0; j < d; ++j) {
-          const T xhat = (xr[j] - mu[r]) * rs[r];
-          dr[j] = rs[r] * (gr[j] * ga[j] - mean_h - xhat * mean_hx);
+          const T xhat = (xr[j] - m) * rstd_r;
+          dr[j] = rstd_r * (gr[j] * ga[j] - mean_h - xhat * mean_hx);
         }
       }
     }
@@ -166,8 +179,10 @@ void CpuBackend::layer_norm_backward(const Tensor& x, const Tensor& gamma, const
         for (int64_t r = b * kBlock; r < std::min(rows, (b + 1) * kBlock); ++r) {
           const T* xr = in + r * d;
           const T* gr = g + r * d;
+          const T m = mu[r], rstd_r = rs[r];
+#pragma omp simd
           for (int64_t j = 0; j < d; ++j) {
-            pg[j] += gr[j] * (xr[j] - mu[r]) * rs[r];
+            pg[j] += gr[j] * (xr[j] - m) * rstd_r;
             pb[j] += gr[j];
           }
         }
@@ -190,7 +205,8 @@ void CpuBackend::layer_norm_backward(const Tensor& x, const Tensor& gamma, const
 void CpuBackend::l2_normalize(const Tensor& x, double eps, Tensor& y, Tensor& norm) {
   dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const auto [rows, d] = rows_of(x);
+    const Rows dims = rows_of(x);
+    const int64_t rows = dims.rows, d = dims.d;
     const T* in = x.data<T>();
     T* out = y.data<T>();
     T* nr = norm.data<T>();
@@ -212,7 +228,8 @@ void CpuBackend::l2_normalize_backward(const Tensor& y, const Tensor& norm, doub
                                        const Tensor& dy, Tensor& dx) {
   dispatch(y.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const auto [rows, d] = rows_of(y);
+    const Rows dims = rows_of(y);
+    const int64_t rows = dims.rows, d = dims.d;
     const T* ys = y.data<T>();
     const T* nr = norm.data<T>();
     const T* g = dy.data<T>();
