@@ -3,12 +3,16 @@
 #include "nn/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
+#include <filesystem>
 #include <memory>
+#include <vector>
 
 #include "core/error.h"
 
@@ -44,6 +48,27 @@ void sync_directory(const std::string& path) {
                "; the new file is in place but might not survive a power cut");
 }
 
+// Removes PATH.tmp.PID files left by writers that died before their rename (SIGKILL, a crash):
+// those of processes that no longer run. A live process's temporary is its own business.
+void remove_stale_temporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path p(path);
+  const std::string prefix = p.filename().string() + ".tmp.";
+  std::error_code ec;
+  std::vector<fs::path> stale;
+  for (const auto& entry : fs::directory_iterator(directory_of(path), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    pid_t pid = 0;
+    const char* first = name.data() + prefix.size();
+    const char* last = name.data() + name.size();
+    const auto r = std::from_chars(first, last, pid);
+    if (r.ec != std::errc() || r.ptr != last || pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(pid, 0) != 0 && errno == ESRCH) stale.push_back(entry.path());
+  }
+  for (const fs::path& leftover : stale) fs::remove(leftover, ec);
+}
+
 }  // namespace
 
 void write_file_atomically(const std::string& path, const std::function<void(std::FILE*)>& write) {
@@ -51,6 +76,7 @@ void write_file_atomically(const std::string& path, const std::function<void(std
                "' is not a file name; give the path of the file to write");
   // The process id keeps two processes that write the same path from sharing a temporary.
   const std::string temp = cat(path, ".tmp.", ::getpid());
+  remove_stale_temporaries(path);
 
   std::FILE* file = std::fopen(temp.c_str(), "wb");
   if (file == nullptr) {

@@ -9,7 +9,9 @@
 //   3. rename() it over the target: on POSIX this replaces the old file in one step, so a
 //      reader sees either the old file or the new one, never a mix;
 //   4. fsync the directory, so that the rename itself survives a power cut.
-// On any failure the temporary file is removed and the old file is left untouched.
+// On any failure the temporary file is removed and the old file is left untouched. A writer
+// killed before step 3 (SIGKILL, a crash) leaves its temporary behind; the next write of the
+// same path removes the temporaries of processes that no longer run.
 #pragma once
 
 #include <cstddef>

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <random>
+#include <signal.h>
 #include <unistd.h>
 
 #include "core/autograd.h"
@@ -43,27 +44,64 @@ void fsync_path(const std::string& path) {
 
 // Puts the complete directory `fresh` where `dir` is, in one atomic step when the file system
 // allows it (renameat2 RENAME_EXCHANGE swaps two paths atomically), and removes the old one.
+// When it throws, `dir` still holds the previous checkpoint (if there was one).
 void swap_in(const std::string& fresh, const std::string& dir) {
   std::error_code ec;
   if (!fs::exists(dir)) {
-    QKGRAD_CHECK(std::rename(fresh.c_str(), dir.c_str()) == 0, "checkpoint: cannot rename ", fresh,
-                 " to ", dir, ": ", std::strerror(errno));
+    QKGRAD_CHECK(std::rename(fresh.c_str(), dir.c_str()) == 0, "cannot rename ", fresh, " to ", dir, ": ",
+                 std::strerror(errno));
   } else if (::renameat2(AT_FDCWD, fresh.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) == 0) {
     fs::remove_all(fresh, ec);  // now holds the previous checkpoint
   } else {
+    const int err = errno;
+    QKGRAD_CHECK(err == EINVAL || err == ENOSYS || err == ENOTSUP, "cannot exchange ", fresh, " and ", dir, ": ",
+                 std::strerror(err));
     // No atomic exchange on this file system: move the old one aside first. A crash between
     // the two renames leaves the old checkpoint at DIR.old-PID (load explains how to recover).
     const std::string aside = dir + ".old-" + std::to_string(::getpid());
-    QKGRAD_CHECK(std::rename(dir.c_str(), aside.c_str()) == 0, "checkpoint: cannot move ", dir,
-                 " aside: ", std::strerror(errno));
-    QKGRAD_CHECK(std::rename(fresh.c_str(), dir.c_str()) == 0, "checkpoint: cannot rename ", fresh,
-                 " to ", dir, ": ", std::strerror(errno), " (the previous checkpoint is at ", aside, ")");
+    fs::remove_all(aside, ec);
+    QKGRAD_CHECK(std::rename(dir.c_str(), aside.c_str()) == 0, "cannot move ", dir, " aside to ", aside, ": ",
+                 std::strerror(errno));
+    if (std::rename(fresh.c_str(), dir.c_str()) != 0) {
+      const int rename_err = errno;
+      const bool restored = std::rename(aside.c_str(), dir.c_str()) == 0;
+      fail(cat("cannot rename ", fresh, " to ", dir, ": ", std::strerror(rename_err),
+               restored ? "" : cat(" (and moving the previous checkpoint back failed: it is at ", aside, ")")));
+    }
     fs::remove_all(aside, ec);
   }
   fsync_path(fs::path(dir).parent_path().empty() ? "." : fs::path(dir).parent_path().string());
 }
 
 std::string file_in(const std::string& dir, const char* name) { return (fs::path(dir) / name).string(); }
+
+// Is process `pid` still running? (EPERM: it exists but belongs to someone else.)
+bool process_alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
+
+// Removes the leftovers of saves of DIR by processes that died mid-save (SIGKILL, a crash, a
+// power cut): DIR<kind>PID, kind ".tmp-" (a half-written new checkpoint, or, after the exchange,
+// the previous one) or ".old-" (the previous checkpoint moved aside on a file system without
+// atomic exchange; only removed once DIR holds a newer complete checkpoint). Those of live
+// processes are left alone (another process may be saving right now), except this process's
+// own .old-, which is stale once this process's swap has completed.
+void remove_stale_leftovers(const std::string& dir, const std::string& kind) {
+  const fs::path p(dir);
+  const fs::path parent = p.parent_path().empty() ? fs::path(".") : p.parent_path();
+  const std::string prefix = p.filename().string() + kind;
+  std::error_code ec;
+  std::vector<fs::path> stale;
+  for (const auto& entry : fs::directory_iterator(parent, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string digits = name.substr(prefix.size());
+    pid_t pid = 0;
+    const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
+    if (r.ec != std::errc() || r.ptr != digits.data() + digits.size()) continue;  // not ours
+    const bool own = pid == ::getpid();
+    if ((own && kind == ".old-") || (!own && !process_alive(pid))) stale.push_back(entry.path());
+  }
+  for (const fs::path& leftover : stale) fs::remove_all(leftover, ec);
+}
 
 void check_dir(const std::string& dir) {
   if (fs::is_directory(dir)) return;
@@ -202,9 +240,10 @@ void save_checkpoint(const std::string& dir, const Seq2SeqTransformer& model, co
   QKGRAD_CHECK(!dir.empty(), "save_checkpoint: empty directory name");
   const std::string fresh = dir + ".tmp-" + std::to_string(::getpid());
   std::error_code ec;
-  fs::remove_all(fresh, ec);  // a leftover from an interrupted save
+  fs::remove_all(fresh, ec);          // a leftover of an interrupted save by this process
+  remove_stale_leftovers(dir, ".tmp-");  // ... and by processes that died (frees their space first)
   QKGRAD_CHECK(fs::create_directories(fresh, ec) || fs::is_directory(fresh), "save_checkpoint: cannot create ",
-               fresh, ": ", ec.message(), " (does the parent directory exist and is it writable?)");
+               fresh, ": ", ec.message(), " (is the parent directory writable, and is there space on the disk?)");
   try {
     const std::string id = new_checkpoint_id();
     Json config = Json::object();
@@ -226,10 +265,15 @@ void save_checkpoint(const std::string& dir, const Seq2SeqTransformer& model, co
     }
     fsync_path(fresh);
     swap_in(fresh, dir);
-  } catch (...) {
+  } catch (const Error& e) {
     fs::remove_all(fresh, ec);  // the previous checkpoint at DIR is untouched
+    fail(cat("save_checkpoint: cannot save ", dir, ": ", e.what(), "; the previous checkpoint in ", dir,
+             " (if any) is unchanged"));
+  } catch (...) {
+    fs::remove_all(fresh, ec);
     throw;
   }
+  remove_stale_leftovers(dir, ".old-");  // older than the checkpoint just saved
 }
 
 // ---- loading ----

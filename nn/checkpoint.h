@@ -9,7 +9,10 @@
 //
 // save_checkpoint writes a complete new directory next to DIR and then swaps it in with one
 // atomic rename, so DIR is always either the old checkpoint or the new one, complete. The three
-// files carry the same id; a load refuses a mix. docs/checkpoint.md documents every tensor.
+// files carry the same id; a load refuses a mix. A save killed midway (SIGKILL, a crash) leaves
+// DIR.tmp-PID behind; the next save of DIR removes those of processes that no longer run. A
+// save that fails (a full disk, ...) throws an Error naming DIR and the reason, and leaves DIR
+// as it was. docs/checkpoint.md documents every tensor.
 #pragma once
 
 #include <map>
