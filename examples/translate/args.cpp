@@ -25,6 +25,9 @@ void Args::option(const std::string& name, const std::string& help, int64_t* tar
                       [=](const std::string& v) {
                         int64_t x = 0;
                         const auto r = std::from_chars(v.data(), v.data() + v.size(), x);
+                        if (r.ec == std::errc::result_out_of_range && r.ptr == v.data() + v.size()) {
+                          throw UsageError(cat(program, ": --", name, " must be between ", min, " and ", max, ", got ", v));
+                        }
                         if (r.ec != std::errc() || r.ptr != v.data() + v.size()) {
                           throw UsageError(cat(program, ": --", name, " needs an integer, got '", v, "'"));
                         }

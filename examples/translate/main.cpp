@@ -7,9 +7,12 @@
 //   grads          dump one batch's loss and gradients for cross-checking other frameworks
 //   attention      draw every layer's and head's attention for one sentence (SVG)
 // Every subcommand has --help. Exit status: 0 success, 1 error, 2 usage error, 130 Ctrl-C.
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
+#include <iterator>
 #include <string>
 
 #include "core/autograd.h"
@@ -43,27 +46,33 @@ constexpr const char* kUsage =
     "  grads          write one batch's loss and every gradient (safetensors) for cross-checks\n"
     "  attention      draw the attention of every layer and head for one sentence (SVG)\n";
 
+// The lines of --input, or of stdin: the same checks (UTF-8, no NUL bytes) and line endings.
 std::vector<std::string> read_input_lines(const std::string& input) {
   if (!input.empty()) return read_text_lines(input);
-  std::vector<std::string> lines;
-  std::string line;
-  int64_t n = 0;
-  while (std::getline(std::cin, line)) {
-    ++n;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    std::size_t bad = 0;
-    QKGRAD_CHECK(valid_utf8(line, &bad), "<stdin>:", n, ": invalid UTF-8 at byte ", bad + 1);
-    lines.push_back(line);
-  }
-  return lines;
+  const std::string text{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
+  QKGRAD_CHECK(!std::cin.bad(), "<stdin>: reading failed");
+  return split_text_lines(text, "<stdin>");
 }
 
-std::vector<std::string> translate_lines(LoadedModel& m, const std::vector<std::string>& lines, const BeamOptions& beam) {
+// Translates each line (`where(i)` names line i in errors). A line that is empty after
+// whitespace normalisation translates to an empty line; a line longer than max_length subwords
+// is an error naming it (attention memory grows with the square of the length).
+std::vector<std::string> translate_lines(LoadedModel& m, const std::vector<std::string>& lines, const BeamOptions& beam,
+                                         const std::function<std::string(std::size_t)>& where, int64_t max_length) {
   std::vector<std::vector<int64_t>> sources;
-  for (const auto& l : lines) sources.push_back(m.subwords->encode(normalize_spaces(l)));
+  std::vector<std::size_t> which;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const std::string text = normalize_spaces(lines[i]);
+    if (text.empty()) continue;
+    sources.push_back(m.subwords->encode(text));
+    QKGRAD_CHECK(static_cast<int64_t>(sources.back().size()) <= max_length, where(i), ": the line is ",
+                 sources.back().size(), " subwords long, more than --max-length ", max_length,
+                 "; split it into sentences (or raise --max-length)");
+    which.push_back(i);
+  }
   const auto out = translate_all(*m.model, sources, beam);
-  std::vector<std::string> text;
-  for (const auto& ids : out) text.push_back(m.subwords->decode(ids));
+  std::vector<std::string> text(lines.size());
+  for (std::size_t k = 0; k < out.size(); ++k) text[which[k]] = m.subwords->decode(out[k]);
   return text;
 }
 
@@ -116,6 +125,8 @@ int cmd_train(int argc, char** argv) {
   args.option("max-length", "drop training pairs longer than this many subwords", &o.max_length, 1, 100000);
   args.choice("bleu-tokenize", "BLEU tokenisation (none for pre-tokenised data)", &o.bleu_tokenize, {"13a", "none"});
   args.option("threads", "CPU threads (default: all)", &o.threads, 1, 4096);
+  args.option("save-every", "also save RUNDIR/checkpoints/last every N steps (0: at evaluations only)", &o.save_every, 0,
+              int64_t{1} << 40);
   args.flag("resume", "continue the run in --run from its last checkpoint", &o.resume);
   args.option("inject-nan-at-step", "testing: pretend the loss of this step is NaN", &o.inject_nan_at_step, 0, int64_t{1} << 40);
   args.choice("on-nan", "a non-finite loss or gradient: stop (after saving the last good state) or skip the batch", &o.on_nan, {"stop", "skip"});
@@ -127,6 +138,7 @@ int cmd_translate(int argc, char** argv) {
   std::string run, input, output;
   BeamOptions beam;
   bool greedy = false;
+  int64_t max_length = 1024;
   Args args("qkgrad-translate translate",
             "Translates one sentence per line from --input (or stdin) with batched beam search and writes the\n"
             "detokenised translations to --output (or stdout), in order.");
@@ -136,11 +148,14 @@ int cmd_translate(int argc, char** argv) {
   args.option("beam", "beam size", &beam.beam, 1, 64);
   args.option("alpha", "GNMT length penalty exponent", &beam.alpha, 0, 10);
   args.option("max-extra", "at most source length + this many tokens", &beam.max_extra, 1, 10000);
+  args.option("max-length", "the longest line translated, in subwords (longer ones are an error)", &max_length, 1, 100000);
   args.flag("greedy", "greedy decoding (beam 1)", &greedy);
   if (!args.parse(argc, argv, 2)) return 0;
   if (greedy) beam.beam = 1;
   LoadedModel m = load_trained_model(run);
-  const std::vector<std::string> out = translate_lines(m, read_input_lines(input), beam);
+  const std::vector<std::string> out =
+      translate_lines(m, read_input_lines(input), beam,
+                      [&](std::size_t i) { return cat(input.empty() ? "<stdin>" : input, ":", i + 1); }, max_length);
   std::string text;
   for (const auto& line : out) text += line + "\n";
   if (output.empty()) {
@@ -170,7 +185,7 @@ int cmd_bleu(int argc, char** argv) {
 int cmd_eval(int argc, char** argv) {
   std::string run, split = "test", data, tokenize = "13a";
   BeamOptions beam;
-  int64_t show = 0;
+  int64_t show = 0, max_length = 1024;
   Args args("qkgrad-translate eval", "Translates DATA/SPLIT.SRC and scores it against DATA/SPLIT.TGT (BLEU, chrF);\n"
                                      "writes the translations to RUNDIR/SPLIT.hyp.");
   args.option("run", "run directory", &run, true);
@@ -180,14 +195,20 @@ int cmd_eval(int argc, char** argv) {
   args.option("alpha", "GNMT length penalty exponent", &beam.alpha, 0, 10);
   args.choice("tokenize", "BLEU tokenisation", &tokenize, {"13a", "none"});
   args.option("show", "print this many source / reference / translation triples", &show, 0, 1000000);
+  args.option("max-length", "the longest source line translated, in subwords (longer ones are an error)", &max_length, 1, 100000);
   if (!args.parse(argc, argv, 2)) return 0;
   const RunDir rd{run};
+  QKGRAD_CHECK(std::filesystem::is_directory(run), "run directory ", run, " does not exist (train a model first: ",
+               "qkgrad-translate train --run ", run, " ...)");
   const Json options = Json::parse(read_file(rd.options(), 1 << 20), rd.options());
   if (data.empty()) data = options.at("data").as_string();
   const std::string src_lang = options.at("src").as_string(), tgt_lang = options.at("tgt").as_string();
-  const ParallelCorpus corpus = read_parallel(data + "/" + split + "." + src_lang, data + "/" + split + "." + tgt_lang, 1 << 20);
+  const std::string src_path = data + "/" + split + "." + src_lang;
+  const ParallelCorpus corpus = read_parallel(src_path, data + "/" + split + "." + tgt_lang, 1 << 20);
   LoadedModel m = load_trained_model(run);
-  const std::vector<std::string> hyps = translate_lines(m, corpus.src, beam);
+  const std::vector<std::string> hyps = translate_lines(
+      m, corpus.src, beam, [&](std::size_t i) { return cat(src_path, ": sentence pair ", i + 1, " (of the non-empty ones)"); },
+      max_length);
   std::string text;
   for (const auto& h : hyps) text += h + "\n";
   write_file_atomically(run + "/" + split + ".hyp", [&](std::FILE* f) { std::fputs(text.c_str(), f); });
@@ -303,6 +324,9 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string command = argv[1];
+  // Over a file size limit (ulimit -f), a write fails with EFBIG and is reported like a full
+  // disk, instead of the signal ending the program with a half-written file.
+  std::signal(SIGXFSZ, SIG_IGN);
   try {
     if (command == "prepare-bible") return cmd_prepare_bible(argc, argv);
     if (command == "train") return cmd_train(argc, argv);

@@ -15,13 +15,31 @@ LoadedModel load_trained_model(const std::string& run_dir) {
   loaded.checkpoint = checkpoint_exists(run.best()) ? run.best() : run.last();
   QKGRAD_CHECK(checkpoint_exists(loaded.checkpoint), run_dir, " has no checkpoint (neither ", run.best(), " nor ",
                run.last(), "); train first");
-  loaded.subwords = std::make_unique<Subwords>(run.subwords());
-  const TransformerConfig config = load_checkpoint_config(loaded.checkpoint);
+  // A damaged file gets an error that says which file, what is wrong with it, and what to do.
+  const std::string remedy =
+      loaded.checkpoint == run.best() && checkpoint_exists(run.last())
+          ? cat("; if ", run.last(), " is intact, move ", run.best(), " away to use it; otherwise train again")
+          : cat("; train again (or, if training is still running, wait for its next checkpoint)");
+  try {
+    loaded.subwords = std::make_unique<Subwords>(run.subwords());
+  } catch (const Error& e) {
+    fail(cat(e.what(), "; the run directory ", run_dir, " is incomplete or damaged: train again"));
+  }
+  TransformerConfig config;
+  try {
+    config = load_checkpoint_config(loaded.checkpoint);
+  } catch (const Error& e) {
+    fail(cat("cannot load checkpoint ", loaded.checkpoint, ": ", e.what(), remedy));
+  }
   QKGRAD_CHECK(config.vocab == loaded.subwords->vocab_size(), loaded.checkpoint, " was trained with a vocabulary of ",
                config.vocab, " but ", run.subwords(), " has ", loaded.subwords->vocab_size(),
                " pieces; the run directory mixes files of two runs");
   loaded.model = std::make_unique<Seq2SeqTransformer>(config);
-  load_model_weights(loaded.checkpoint, *loaded.model);
+  try {
+    load_model_weights(loaded.checkpoint, *loaded.model);
+  } catch (const Error& e) {
+    fail(cat("cannot load checkpoint ", loaded.checkpoint, ": ", e.what(), remedy));
+  }
   loaded.model->eval();
   return loaded;
 }

@@ -72,13 +72,22 @@ void Subwords::train(const SubwordTraining& o) {
     std::error_code ec;
     std::filesystem::remove(tmp_prefix + ".model", ec);
     std::filesystem::remove(tmp_prefix + ".vocab", ec);
+    while (!message.empty() && (message.back() == '.' || message.back() == '\n' || message.back() == ' ')) message.pop_back();
     fail(cat("subwords: SentencePiece training failed",
              message.empty() ? (WIFSIGNALED(status) ? cat(" (it aborted with signal ", WTERMSIG(status), ")") : std::string())
                              : ": " + message,
              ". If the vocabulary is too large for this corpus, lower --vocab-size (now ", o.vocab_size, ")"));
   }
-  std::filesystem::rename(tmp_prefix + ".model", prefix + ".model");
-  std::filesystem::rename(tmp_prefix + ".vocab", prefix + ".vocab");
+  // The vocabulary first: the model's presence is what says "trained" to the caller.
+  for (const char* ext : {".vocab", ".model"}) {
+    std::error_code ec;
+    std::filesystem::rename(tmp_prefix + ext, prefix + ext, ec);
+    if (ec) {
+      std::filesystem::remove(tmp_prefix + ".model", ec);
+      std::filesystem::remove(tmp_prefix + ".vocab", ec);
+      fail(cat("subwords: cannot rename ", tmp_prefix, ext, " to ", prefix, ext, ": ", ec.message()));
+    }
+  }
 }
 
 Subwords::Subwords(const std::string& model_path)

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "backends/backend.h"
 #include "core/autograd.h"
@@ -25,6 +26,7 @@
 #include "translate/batching.h"
 #include "translate/beam_search.h"
 #include "translate/bleu.h"
+#include "translate/args.h"
 #include "translate/corpus.h"
 #include "translate/run_dir.h"
 #include "translate/subwords.h"
@@ -165,6 +167,29 @@ Resolved resolve(const TrainOptions& o) {
   if (!o.schedule.empty()) r.p.schedule = o.schedule;
   QKGRAD_CHECK(r.p.schedule == "plateau" || r.p.schedule == "cosine" || r.p.schedule == "inverse_sqrt",
                "train: unknown schedule '", r.p.schedule, "'");
+  // The model's shape is checked now, before anything is written or trained: a bad combination
+  // of sizes is a usage error, not a failure after the subwords have been trained.
+  if (r.p.d_model % r.p.heads != 0) {
+    throw UsageError(cat("qkgrad-translate train: the model width (--d-model, ", r.p.d_model,
+                         ") must be divisible by the number of heads (--heads, ", r.p.heads, "); preset ", r.p.name,
+                         " has d-model ", preset_by_name(o.preset).d_model, " and ", preset_by_name(o.preset).heads, " heads"));
+  }
+  TransformerConfig c;
+  c.vocab = std::max<int64_t>(r.p.vocab_size, 8);
+  c.d_model = r.p.d_model;
+  c.heads = r.p.heads;
+  c.ffn = r.p.ffn;
+  c.encoder_layers = c.decoder_layers = r.p.layers;
+  c.dropout = r.p.dropout;
+  c.attention_dropout = r.p.attention_dropout;
+  c.ffn_dropout = r.p.ffn_dropout;
+  c.word_dropout = r.p.word_dropout;
+  c.qknorm_length = 2;
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    throw UsageError(cat("qkgrad-translate train: these sizes do not make a model: ", e.what()));
+  }
   return r;
 }
 
@@ -246,18 +271,33 @@ struct History {
 };
 
 // On resume: keeps the lines up to the checkpoint's step (later ones were never checkpointed).
-History reload_metrics(const std::string& path, int64_t up_to_step) {
+// A last line without its newline was being written when the run was killed: it is dropped.
+History reload_metrics(const std::string& path, int64_t up_to_step, int64_t* dropped_partial) {
   History h;
   if (!fs::exists(path)) return h;
-  std::ifstream in(path);
-  std::string line, kept;
+  const std::string text = read_file(path, std::size_t{1} << 32);
+  std::string kept;
+  std::size_t start = 0;
   int64_t line_no = 0;
-  while (std::getline(in, line)) {
+  while (start < text.size()) {
+    const std::size_t end = text.find('\n', start);
+    const std::string line = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    start = end == std::string::npos ? text.size() : end + 1;
     ++line_no;
     if (line.empty()) continue;
-    const Json j = Json::parse(line, cat(path, ":", line_no));
-    if (j.at("step").as_int() > up_to_step) continue;
-    h.record(j);
+    if (end == std::string::npos) {  // no newline: a write cut short
+      ++*dropped_partial;
+      continue;
+    }
+    Json j;
+    try {
+      j = Json::parse(line, cat(path, ":", line_no));
+      if (j.at("step").as_int() > up_to_step) continue;
+      h.record(j);
+    } catch (const Error& e) {
+      fail(cat("train --resume: ", e.what(), "; ", path, " is damaged: delete line ", line_no,
+               " (or the whole file, losing the curves before step ", up_to_step, ") and resume again"));
+    }
     kept += line + "\n";
   }
   write_file_atomically(path, [&](std::FILE* f) { std::fputs(kept.c_str(), f); });
@@ -270,9 +310,10 @@ void append_metrics(const std::string& path, const Json& line, History& history)
   QKGRAD_CHECK(f != nullptr, "cannot append to ", path, ": ", std::strerror(errno));
   const std::string text = line.dump() + "\n";
   std::fputs(text.c_str(), f);
-  const bool failed = std::ferror(f) != 0;
-  std::fclose(f);
-  QKGRAD_CHECK(!failed, "writing ", path, " failed (disk full?)");
+  int err = std::ferror(f) != 0 ? errno : 0;
+  if (std::fclose(f) != 0 && err == 0) err = errno;  // buffered: a full disk shows up here
+  QKGRAD_CHECK(err == 0, "appending to ", path, " failed: ", std::strerror(err),
+               "; free some disk space and continue with --resume");
 }
 
 void write_curves(const RunDir& run, const History& h, const std::string& title) {
@@ -293,6 +334,10 @@ struct LoopState {
   int64_t evals_since_best = 0;
   double tokens_seen = 0;
   int64_t skipped_batches = 0;  // batches skipped by the NaN guard (--on-nan skip)
+  // The training loss summed since the last metrics line, and its steps: saved so that a
+  // resumed run logs the same train_loss as an uninterrupted one.
+  double window_loss = 0;
+  int64_t window_steps = 0;
 };
 
 std::unique_ptr<LrSchedule> make_schedule(const Preset& p) {
@@ -313,6 +358,8 @@ TrainerState to_trainer_state(const LoopState& s, const Optimizer& opt, const Lr
   t.set_int("evals_since_best", s.evals_since_best);
   t.set_double("tokens_seen", s.tokens_seen);
   t.set_int("skipped_batches", s.skipped_batches);
+  t.set_double("window_loss", s.window_loss);
+  t.set_int("window_steps", s.window_steps);
   t.set_int("dropout_rng_offset", static_cast<int64_t>(model.dropout_generator().offset()));
   for (const auto& [key, value] : schedule.state()) t.set_double("schedule." + key, value);
   return t;
@@ -327,6 +374,10 @@ LoopState from_trainer_state(const TrainerState& t, Optimizer& opt, LrSchedule& 
   s.evals_since_best = t.get_int("evals_since_best");
   s.tokens_seen = t.get_double("tokens_seen");
   s.skipped_batches = t.get_int("skipped_batches");
+  if (t.values.count("window_steps")) {  // absent in checkpoints of older versions
+    s.window_loss = t.get_double("window_loss");
+    s.window_steps = t.get_int("window_steps");
+  }
   opt.load_state(t.optimizer_state, t.get_int("optimizer_steps"));
   model.dropout_generator().set_offset(static_cast<uint64_t>(t.get_int("dropout_rng_offset")));
   std::map<std::string, double> sched;
@@ -360,6 +411,75 @@ class Progress {
   bool terminal_;
 };
 
+// A new run that fails before its first checkpoint removes what it created: the run directory
+// (and its parents) if they did not exist, otherwise the run files that were not there before.
+class NewRunCleanup {
+ public:
+  explicit NewRunCleanup(const RunDir& run) : run_(run), exceptions_(std::uncaught_exceptions()) {
+    fs::path p = fs::absolute(run.root).lexically_normal();
+    std::error_code ec;
+    while (!p.empty() && !fs::exists(p, ec) && p.has_parent_path() && p.parent_path() != p) {
+      created_top_ = p;
+      p = p.parent_path();
+    }
+    for (const std::string& f : files()) {
+      if (fs::exists(f, ec)) existed_.push_back(f);
+    }
+  }
+  ~NewRunCleanup() {
+    if (std::uncaught_exceptions() <= exceptions_ || checkpoint_exists(run_.last())) return;
+    std::error_code ec;
+    if (!created_top_.empty()) {
+      fs::remove_all(created_top_, ec);
+      return;
+    }
+    for (const std::string& f : files()) {
+      if (std::find(existed_.begin(), existed_.end(), f) == existed_.end()) fs::remove_all(f, ec);
+    }
+    fs::remove(run_.checkpoints(), ec);  // only if empty
+  }
+  NewRunCleanup(const NewRunCleanup&) = delete;
+  NewRunCleanup& operator=(const NewRunCleanup&) = delete;
+
+ private:
+  std::vector<std::string> files() const {
+    return {run_.options(), run_.subwords(), run_.root + "/subwords.vocab", run_.root + "/subword_training.txt",
+            run_.metrics(), run_.curves(), run_.best()};
+  }
+  RunDir run_;
+  int exceptions_;
+  fs::path created_top_;  // the first directory of the run's path that did not exist
+  std::vector<std::string> existed_;
+};
+
+// A new run into a directory that holds an earlier attempt which never saved checkpoints/last
+// (it was killed, or failed): its metrics, curves and best checkpoint belong to that attempt,
+// and so do its subwords if they were trained for other data or another vocabulary size.
+// (Subwords without an options.json were put there by hand, and are used.)
+void remove_attempt_leftovers(const RunDir& run, const Json& now, Progress& progress) {
+  if (!fs::exists(run.options())) return;
+  std::error_code ec;
+  bool same_subwords = false;
+  try {
+    const Json saved = Json::parse(read_file(run.options(), 1 << 20), run.options());
+    same_subwords = true;
+    for (const char* key : {"data", "src", "tgt", "vocab_size", "seed"}) {
+      same_subwords = same_subwords && saved.contains(key) && saved.at(key).dump() == now.at(key).dump();
+    }
+  } catch (const Error&) {
+    same_subwords = false;  // a damaged options.json: start over completely
+  }
+  for (const std::string& f : {run.metrics(), run.curves(), run.best(), run.root + "/subword_training.txt"}) {
+    fs::remove_all(f, ec);
+  }
+  if (!same_subwords) {
+    fs::remove(run.subwords(), ec);
+    fs::remove(run.root + "/subwords.vocab", ec);
+  }
+  progress.message(cat(run.root, " holds an earlier attempt that never saved a checkpoint; starting over",
+                       same_subwords ? " (keeping its subwords, trained with the same options)" : ""));
+}
+
 }  // namespace
 
 int train(const TrainOptions& options) {
@@ -389,18 +509,32 @@ int train(const TrainOptions& options) {
   } else {
     QKGRAD_CHECK(!has_checkpoint, "train: ", options.run_dir,
                  " already holds a trained run; use --resume to continue it, or choose another --run (nothing was overwritten)");
-    fs::create_directories(run.checkpoints());
-    const std::string text = r.to_json().dump(2) + "\n";
-    write_file_atomically(run.options(), [&](std::FILE* f) { std::fputs(text.c_str(), f); });
   }
 
-  // ---- data and subwords ----
+  // ---- data (read and checked before anything is written) ----
   const std::string train_src = split_file(options.data_dir, "train", options.src);
   const std::string train_tgt = split_file(options.data_dir, "train", options.tgt);
   const ParallelCorpus train_text = read_parallel(train_src, train_tgt);
   const ParallelCorpus dev_text = read_parallel(split_file(options.data_dir, "dev", options.src),
                                                 split_file(options.data_dir, "dev", options.tgt));
   progress.message(cat("data: train ", train_text.summary(), "; dev ", dev_text.summary()));
+
+  // A new run that fails before its first checkpoint (bad sizes, a vocabulary the corpus cannot
+  // fill, a full disk, ...) removes what it created: no half-made run directory is left.
+  std::optional<NewRunCleanup> cleanup;
+  if (!options.resume) {
+    cleanup.emplace(run);
+    remove_attempt_leftovers(run, r.to_json(), progress);
+    std::error_code ec;
+    fs::create_directories(run.checkpoints(), ec);
+    QKGRAD_CHECK(!ec && fs::is_directory(run.checkpoints()), "train: cannot create the run directory ",
+                 run.checkpoints(), ": ", ec ? ec.message() : "not a directory",
+                 "; choose a --run where you may create directories");
+    const std::string text = r.to_json().dump(2) + "\n";
+    write_file_atomically(run.options(), [&](std::FILE* f) { std::fputs(text.c_str(), f); });
+  }
+
+  // ---- subwords ----
   if (!fs::exists(run.subwords())) {
     progress.message(cat("training a joint SentencePiece model (", r.p.vocab_size, " pieces) on ", train_src, " and ", train_tgt));
     // Whitespace-normalised copies, so that the subwords see exactly what the model will.
@@ -410,7 +544,12 @@ int train(const TrainOptions& options) {
         for (const auto& line : *side) std::fprintf(f, "%s\n", line.c_str());
       }
     });
-    Subwords::train({{joint}, run.subwords(), static_cast<int>(r.p.vocab_size), static_cast<uint64_t>(options.seed)});
+    try {
+      Subwords::train({{joint}, run.subwords(), static_cast<int>(r.p.vocab_size), static_cast<uint64_t>(options.seed)});
+    } catch (...) {
+      fs::remove(joint);
+      throw;
+    }
     fs::remove(joint);
   }
   const Subwords subwords(run.subwords());
@@ -453,10 +592,18 @@ int train(const TrainOptions& options) {
   LoopState s;
   History history;
   if (options.resume) {
-    load_model_weights(run.last(), model);
-    s = from_trainer_state(load_trainer_state(run.last()), opt, schedule, model);
-    history = reload_metrics(run.metrics(), s.step);
-    progress.message(cat("resumed from ", run.last(), " at step ", s.step, " (epoch ", s.epoch, ", batch ", s.position, ")"));
+    try {
+      load_model_weights(run.last(), model);
+      s = from_trainer_state(load_trainer_state(run.last()), opt, schedule, model);
+    } catch (const Error& e) {
+      fail(cat("train --resume: cannot continue from ", run.last(), ": ", e.what(),
+               ". It does not fit this run's options.json and data, or it is damaged: resume with the options the run "
+               "was started with, or start a new --run"));
+    }
+    int64_t dropped_partial = 0;
+    history = reload_metrics(run.metrics(), s.step, &dropped_partial);
+    progress.message(cat("resumed from ", run.last(), " at step ", s.step, " (epoch ", s.epoch, ", batch ", s.position, ")",
+                         dropped_partial ? cat("; dropped a half-written last line of ", run.metrics()) : ""));
   }
   const BatchPlan plan(data.train, r.p.batch_tokens);
   progress.message(cat("model: ", model.parameter_count(), " parameters, ", config.encoder_layers, "+", config.decoder_layers,
@@ -468,14 +615,27 @@ int train(const TrainOptions& options) {
   std::signal(SIGINT, on_interrupt);
   const Clock::time_point start = Clock::now();
   Clock::time_point window_start = start;
-  double window_loss = 0, window_tokens = 0;
-  int64_t window_steps = 0;
+  double window_tokens = 0;  // for tokens/s and the ETA (s.window_loss and s.window_steps: the logged loss)
+  int64_t timed_steps = 0;
   const int64_t log_every = 50;
   std::string stop_reason = "the step budget (--max-steps)";
   bool interrupted = false;
+  int64_t last_saved_step = options.resume ? s.step : -1;
+  // A failed save (a full disk, ...) stops the run with what to do; the checkpoint it would have
+  // replaced is unchanged (nn/checkpoint.h).
+  auto save = [&](const std::string& dir, const TrainerState* t) {
+    try {
+      save_checkpoint(dir, model, t);
+    } catch (const Error& e) {
+      fail(cat("train: at step ", s.step, ": ", e.what(), ". Training stopped; ",
+               last_saved_step >= 0 ? cat(run.last(), " holds step ", last_saved_step, ": free some disk space and continue with --resume")
+                                    : std::string("no checkpoint was saved: free some disk space and start again")));
+    }
+  };
   auto save_last = [&] {
     const TrainerState t = to_trainer_state(s, opt, schedule, model);
-    save_checkpoint(run.last(), model, &t);
+    save(run.last(), &t);
+    last_saved_step = s.step;
   };
   auto current_gains = [&] {
     Json g = Json::object();
@@ -543,9 +703,10 @@ int train(const TrainOptions& options) {
     ++s.step;
     ++s.position;
     s.tokens_seen += static_cast<double>(batch.tgt_tokens);
-    window_loss += loss_value;
+    s.window_loss += loss_value;
+    ++s.window_steps;
     window_tokens += static_cast<double>(batch.src_tokens + batch.tgt_tokens);
-    ++window_steps;
+    ++timed_steps;
 
     const double elapsed = seconds_since(start);
     const bool out_of_time = r.p.max_minutes > 0 && elapsed >= r.p.max_minutes * 60;
@@ -553,16 +714,17 @@ int train(const TrainOptions& options) {
       const double window_seconds = std::max(seconds_since(window_start), 1e-9);
       const double tps = window_tokens / window_seconds;
       const double steps_left = static_cast<double>(r.p.max_steps - s.step);
-      double eta = steps_left * window_seconds / static_cast<double>(std::max<int64_t>(window_steps, 1));
+      double eta = steps_left * window_seconds / static_cast<double>(std::max<int64_t>(timed_steps, 1));
       if (r.p.max_minutes > 0) eta = std::min(eta, r.p.max_minutes * 60 - elapsed);
-      const std::string line = cat("step ", s.step, " | epoch ", s.epoch + 1, " | loss ", fmt("%.3f", window_loss / static_cast<double>(window_steps)),
+      const double window_mean = s.window_loss / static_cast<double>(std::max<int64_t>(s.window_steps, 1));
+      const std::string line = cat("step ", s.step, " | epoch ", s.epoch + 1, " | loss ", fmt("%.3f", window_mean),
                                    " | ", fmt("%.0f", tps), " tok/s | lr ", fmt("%.2e", opt.lr()), " | elapsed ",
                                    clock_text(elapsed), " | ETA ", clock_text(eta));
       if (s.step % log_every == 0) {
         Json m = Json::object();
         m.set("step", s.step);
         m.set("epoch", s.epoch + 1);
-        m.set("train_loss", window_loss / static_cast<double>(window_steps));
+        m.set("train_loss", window_mean);
         m.set("lr", opt.lr());
         m.set("tokens_per_s", tps);
         m.set("grad_norm", grad_norm);
@@ -571,8 +733,10 @@ int train(const TrainOptions& options) {
         append_metrics(run.metrics(), m, history);
         progress.show(line, true);
         window_start = Clock::now();
-        window_loss = window_tokens = 0;
-        window_steps = 0;
+        window_tokens = 0;
+        timed_steps = 0;
+        s.window_loss = 0;
+        s.window_steps = 0;
       } else {
         progress.show(line, false);
       }
@@ -585,7 +749,7 @@ int train(const TrainOptions& options) {
       if (better) {
         s.best_bleu = e.bleu;
         s.evals_since_best = 0;
-        save_checkpoint(run.best(), model, nullptr);
+        save(run.best(), nullptr);
       } else {
         ++s.evals_since_best;
       }
@@ -604,6 +768,8 @@ int train(const TrainOptions& options) {
         stop_reason = cat("patience (", options.patience, " evaluations without a better dev BLEU)");
         break;
       }
+    } else if (options.save_every > 0 && s.step % options.save_every == 0) {
+      save_last();
     }
     if (g_interrupted) {
       interrupted = true;
