@@ -1,5 +1,5 @@
-// safetensors save() and load(). load() reads in four steps, each checking what it reads
-// before anything depends on it:
+// safetensors save(), load() and parse(). load() (from a file) and parse() (from memory) read
+// in four steps, each checking what it reads before anything depends on it:
 //   1. the 8-byte header length, against the file size and a 100 MB limit;
 //   2. the JSON header (nn/json.h), into one Entry per tensor, each checked on its own;
 //   3. the byte ranges of all entries together: sorted, they must tile the data section
@@ -223,39 +223,27 @@ void save(const std::string& path, const std::vector<std::pair<std::string, Tens
   });
 }
 
-Contents load(const std::string& path) {
-  File file(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!file) {
-    const int err = errno;
-    fail(cat("safetensors::load: cannot open '", path, "': ", std::strerror(err),
-             "; check the path and its permissions"));
-  }
-  struct stat info {};
-  QKGRAD_CHECK(::fstat(::fileno(file.get()), &info) == 0 && S_ISREG(info.st_mode), path,
-               ": not a regular file (a directory?); give the path of a .safetensors file");
-  const auto file_bytes = static_cast<uint64_t>(info.st_size);
+namespace {
 
-  // Reads exactly n bytes, or explains why it could not.
-  const auto read_exactly = [&](void* dst, uint64_t n, const std::string& what) {
-    const std::size_t got = n == 0 ? 0 : std::fread(dst, 1, n, file.get());
-    QKGRAD_CHECK(got == n, path, ": reading ", what, " stopped after ", got, " of ", n,
-                 " bytes (", std::ferror(file.get()) ? std::strerror(errno) : "end of file",
-                 "; was the file changed while being read?)");
-  };
+// Steps 1 to 4 of load() and parse(), on `total_bytes` bytes that `read_exactly(dst, n, what)`
+// hands out in order (from a file, or from memory). `name` starts every error message.
+template <typename ReadExactly>
+Contents read_contents(const std::string& name, uint64_t total_bytes, ReadExactly read_exactly) {
+  const std::string& path = name;
 
   // Step 1: the header length.
-  QKGRAD_CHECK(file_bytes >= 8, path, ": the file is ", file_bytes,
+  QKGRAD_CHECK(total_bytes >= 8, path, ": the file is ", total_bytes,
                " bytes, too short for the 8-byte header length (the file is truncated or not "
                "a safetensors file)");
   uint64_t header_bytes = 0;
   read_exactly(&header_bytes, 8, "the header length");
-  QKGRAD_CHECK(header_bytes <= file_bytes - 8, path, ": the header length says ", header_bytes,
-               " bytes but only ", file_bytes - 8, " follow it (the file is truncated or not a ",
+  QKGRAD_CHECK(header_bytes <= total_bytes - 8, path, ": the header length says ", header_bytes,
+               " bytes but only ", total_bytes - 8, " follow it (the file is truncated or not a ",
                "safetensors file)");
   QKGRAD_CHECK(header_bytes <= kMaxHeaderBytes, path, ": the header length ", header_bytes,
                " is over the limit of ", kMaxHeaderBytes,
                " bytes (the file is corrupt or not a safetensors file)");
-  const uint64_t data_bytes = file_bytes - 8 - header_bytes;
+  const uint64_t data_bytes = total_bytes - 8 - header_bytes;
 
   // Step 2: the JSON header, one entry at a time.
   std::string text(header_bytes, '\0');
@@ -271,18 +259,18 @@ Contents load(const std::string& path) {
                ", not a JSON object (the file is corrupt or not a safetensors file)");
   Contents contents;
   std::vector<Entry> entries;
-  for (const auto& [name, info] : header.items()) {  // the parser already refused duplicates
-    if (name != kMetadataKey) {
-      entries.push_back(read_entry(path, name, info, data_bytes));
+  for (const auto& [key, info] : header.items()) {  // the parser already refused duplicates
+    if (key != kMetadataKey) {
+      entries.push_back(read_entry(path, key, info, data_bytes));
       continue;
     }
     QKGRAD_CHECK(info.is_object(), path, ": __metadata__ must be an object of strings, got ",
                  json_kind_name(info.kind()));
-    for (const auto& [key, value] : info.items()) {
-      QKGRAD_CHECK(value.is_string(), path, ": __metadata__ value '", key,
+    for (const auto& [meta_key, value] : info.items()) {
+      QKGRAD_CHECK(value.is_string(), path, ": __metadata__ value '", meta_key,
                    "' must be a string, got ", json_kind_name(value.kind()),
                    " (safetensors metadata maps strings to strings)");
-      contents.metadata[key] = value.as_string();
+      contents.metadata[meta_key] = value.as_string();
     }
   }
 
@@ -302,6 +290,41 @@ Contents load(const std::string& path) {
     contents.tensors.emplace_back(e.name, std::move(t));
   }
   return contents;
+}
+
+}  // namespace
+
+Contents load(const std::string& path) {
+  File file(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!file) {
+    const int err = errno;
+    fail(cat("safetensors::load: cannot open '", path, "': ", std::strerror(err),
+             "; check the path and its permissions"));
+  }
+  struct stat info {};
+  QKGRAD_CHECK(::fstat(::fileno(file.get()), &info) == 0 && S_ISREG(info.st_mode), path,
+               ": not a regular file (a directory?); give the path of a .safetensors file");
+  const auto file_bytes = static_cast<uint64_t>(info.st_size);
+
+  // Reads exactly n bytes, or explains why it could not. The data goes straight from the file
+  // into each tensor, so loading needs no second copy of the file in memory.
+  return read_contents(path, file_bytes, [&](void* dst, uint64_t n, const std::string& what) {
+    const std::size_t got = n == 0 ? 0 : std::fread(dst, 1, n, file.get());
+    QKGRAD_CHECK(got == n, path, ": reading ", what, " stopped after ", got, " of ", n,
+                 " bytes (", std::ferror(file.get()) ? std::strerror(errno) : "end of file",
+                 "; was the file changed while being read?)");
+  });
+}
+
+Contents parse(std::string_view bytes, const std::string& name) {
+  uint64_t position = 0;
+  return read_contents(name, bytes.size(), [&](void* dst, uint64_t n, const std::string& what) {
+    // read_contents never asks for more than it checked is there; this is a second guard.
+    QKGRAD_CHECK(n <= bytes.size() - position, name, ": reading ", what, " needs ", n,
+                 " bytes but only ", bytes.size() - position, " are left");
+    if (n > 0) std::memcpy(dst, bytes.data() + position, n);
+    position += n;
+  });
 }
 
 }  // namespace qkgrad::safetensors

@@ -21,6 +21,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -45,6 +46,10 @@ void save(const std::string& path, const std::vector<std::pair<std::string, Tens
 // Reads and validates the whole file; the tensors come back in the order of their data in
 // the file (for a file written by save(), the order they were saved in).
 Contents load(const std::string& path);
+
+// The same as load() on the bytes of a file already in memory; `name` (a path, say) starts
+// every error message. Any input either parses or throws qkgrad::Error (fuzz/ checks this).
+Contents parse(std::string_view bytes, const std::string& name);
 
 // The most header bytes load() accepts (100 MB), as the reference implementation does.
 constexpr std::size_t kMaxHeaderBytes = 100'000'000;
