@@ -1,0 +1,171 @@
+// libFuzzer target for the corpus reader and cleaner (examples/translate/corpus.h).
+//
+// The input is cut (FuzzedDataProvider) into a line-length limit, a source text and a target
+// text, each read as a file would be. What it checks, for any input:
+//   - valid_utf8() agrees with an independent reference decoder (reference_first_invalid below),
+//     including the offset of the first bad byte;
+//   - normalize_spaces() leaves no leading, trailing or doubled space and no other whitespace,
+//     keeps every other byte in order, and is idempotent;
+//   - split_text_lines() throws qkgrad::Error exactly when the text has a NUL byte or invalid
+//     UTF-8, and otherwise returns lines without '\n' that, put back together, give the text
+//     again (a '\r' before each '\n', and at the very end, is dropped: CRLF reads as LF);
+//   - make_parallel() either throws qkgrad::Error (different line counts, nothing usable) or
+//     returns aligned, normalised, non-empty lines within the limit, and accounts for every
+//     line pair as kept or dropped.
+// Never a crash, undefined behaviour, leak or an exception other than qkgrad::Error.
+#include <fuzzer/FuzzedDataProvider.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.h"
+#include "translate/corpus.h"
+
+using qkgrad::translate::ParallelCorpus;
+
+namespace {
+
+void require(bool condition, const char* what) {
+  if (condition) return;
+  std::fprintf(stderr, "fuzz-corpus: invariant violated: %s\n", what);
+  std::abort();
+}
+
+// The offset of the first byte that does not start a well-formed UTF-8 character, or npos.
+// Written independently of translate/utf8.h: decode the code point, then reject overlong
+// forms, surrogates and values above U+10FFFF (RFC 3629), as Python's strict decoder does.
+std::size_t reference_first_invalid(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    std::size_t n = 0;
+    uint32_t cp = 0;
+    if (b < 0x80) {
+      n = 1;
+      cp = b;
+    } else if ((b & 0xE0) == 0xC0) {
+      n = 2;
+      cp = b & 0x1Fu;
+    } else if ((b & 0xF0) == 0xE0) {
+      n = 3;
+      cp = b & 0x0Fu;
+    } else if ((b & 0xF8) == 0xF0) {
+      n = 4;
+      cp = b & 0x07u;
+    } else {
+      return i;
+    }
+    if (i + n > s.size()) return i;
+    for (std::size_t k = 1; k < n; ++k) {
+      const auto c = static_cast<unsigned char>(s[i + k]);
+      if ((c & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (c & 0x3Fu);
+    }
+    const uint32_t smallest[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < smallest[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    i += n;
+  }
+  return std::string_view::npos;
+}
+
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\v' || c == '\f' || c == '\r' || c == '\n';
+}
+
+std::string without_spaces(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (!is_space(c)) out += c;
+  }
+  return out;
+}
+
+void check_valid_utf8(const std::string& text) {
+  std::size_t bad = 12345;
+  const bool valid = qkgrad::translate::valid_utf8(text, &bad);
+  const std::size_t expected = reference_first_invalid(text);
+  require(valid == (expected == std::string_view::npos), "valid_utf8 disagrees with the reference");
+  require(valid || bad == expected, "valid_utf8 reports a different first bad offset");
+}
+
+void check_normalize_spaces(const std::string& text) {
+  const std::string out = qkgrad::translate::normalize_spaces(text);
+  require(out.empty() || (out.front() != ' ' && out.back() != ' '), "leading or trailing space");
+  require(out.find("  ") == std::string::npos, "a doubled space");
+  for (char c : out) require(c == ' ' || !is_space(c), "whitespace other than ' ' left");
+  require(without_spaces(out) == without_spaces(text), "non-space bytes changed");
+  require(qkgrad::translate::normalize_spaces(out) == out, "not idempotent");
+}
+
+// split_text_lines on `text`; returns false if it (rightly) threw.
+bool check_split(const std::string& text, std::vector<std::string>& lines) {
+  const bool bad_input = text.find('\0') != std::string::npos ||
+                         reference_first_invalid(text) != std::string_view::npos;
+  try {
+    lines = qkgrad::translate::split_text_lines(text, "fuzz.txt");
+  } catch (const qkgrad::Error&) {
+    require(bad_input, "split_text_lines refused a valid text");
+    return false;
+  }
+  require(!bad_input, "split_text_lines accepted a NUL byte or invalid UTF-8");
+  // Put the text back together: each line, then an optional '\r', then '\n' or the end.
+  std::size_t at = 0;
+  for (const std::string& line : lines) {
+    require(line.find('\n') == std::string::npos, "a line contains '\\n'");
+    require(text.compare(at, line.size(), line) == 0, "a line differs from the text");
+    at += line.size();
+    if (at < text.size() && text[at] == '\r' && (at + 1 == text.size() || text[at + 1] == '\n')) {
+      ++at;
+    }
+    require(at == text.size() || text[at] == '\n', "a line stops before its end");
+    if (at < text.size()) ++at;
+  }
+  require(at == text.size(), "the lines do not cover the text");
+  return true;
+}
+
+void check_parallel(const std::vector<std::string>& src, const std::vector<std::string>& tgt,
+                    std::size_t max_line_bytes) {
+  ParallelCorpus corpus;
+  try {
+    corpus = qkgrad::translate::make_parallel(src, tgt, "fuzz.src", "fuzz.tgt", max_line_bytes);
+  } catch (const qkgrad::Error&) {
+    return;  // different counts or nothing usable: both are documented errors
+  }
+  require(src.size() == tgt.size(), "make_parallel accepted files of different lengths");
+  require(!corpus.src.empty() && corpus.src.size() == corpus.tgt.size(), "an empty or misaligned corpus");
+  require(corpus.src.size() + static_cast<std::size_t>(corpus.dropped_empty + corpus.dropped_long) ==
+              src.size(),
+          "line pairs lost in counting");
+  for (std::size_t i = 0; i < corpus.src.size(); ++i) {
+    for (const std::string* side : {&corpus.src[i], &corpus.tgt[i]}) {
+      require(!side->empty() && side->size() <= max_line_bytes, "a kept line is empty or too long");
+      require(qkgrad::translate::normalize_spaces(*side) == *side, "a kept line is not normalised");
+    }
+  }
+  require(!corpus.summary().empty(), "an empty summary");
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
+  FuzzedDataProvider input(data, size);
+  const std::size_t max_line_bytes = input.ConsumeIntegralInRange<std::size_t>(0, 64);
+  const std::string src_text = input.ConsumeRandomLengthString(size);
+  const std::string tgt_text = input.ConsumeRemainingBytesAsString();
+
+  for (const std::string* text : {&src_text, &tgt_text}) {
+    check_valid_utf8(*text);
+    check_normalize_spaces(*text);
+  }
+  std::vector<std::string> src, tgt;
+  const bool src_ok = check_split(src_text, src);
+  const bool tgt_ok = check_split(tgt_text, tgt);
+  if (src_ok && tgt_ok) check_parallel(src, tgt, max_line_bytes);
+  return 0;
+}
