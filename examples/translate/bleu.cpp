@@ -502,6 +502,9 @@ BleuScore bleu_from_stats(const BleuStats& stats) {
   double logs[kBleuOrder];
   for (int n = 0; n < kBleuOrder; ++n) logs[n] = floored_log(result.precision[n]);
   result.score = result.brevity_penalty * std::exp(python_sum(logs, kBleuOrder) / kBleuOrder);
+  // A perfect match gives exp(log 100) = 100.00000000000004 in doubles (in sacreBLEU too); BLEU
+  // is at most 100, so that last-bit excess is cut off (found by fuzz/fuzz_bleu.cpp).
+  result.score = std::min(result.score, 100.0);
   return result;
 }
 
