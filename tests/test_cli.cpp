@@ -14,57 +14,12 @@
 #include <fstream>
 #include <thread>
 
+#include "cli_helpers.h"
 #include "core/error.h"
 #include "nn/checkpoint.h"
 
 namespace fs = std::filesystem;
-
-namespace {
-
-const std::string kProgram = std::string(QKGRAD_BUILD_DIR) + "/examples/qkgrad-translate";
-
-struct Result {
-  int status;
-  std::string output;  // stdout and stderr
-};
-
-Result run(const std::string& args) {
-  const std::string command = kProgram + " " + args + " 2>&1";
-  std::FILE* pipe = ::popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  Result r{0, ""};
-  std::array<char, 4096> buf{};
-  for (std::size_t n; (n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0;) r.output.append(buf.data(), n);
-  const int status = ::pclose(pipe);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
-}
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char pattern[] = "/tmp/qkgrad-cli-XXXXXX";
-    path = ::mkdtemp(pattern);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return path + "/" + name; }
-};
-
-void write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
-
-void write_corpus(const std::string& dir, int lines) {
-  const char* es[] = {"uno", "dos", "tres", "cuatro", "cinco"};
-  const char* en[] = {"one", "two", "three", "four", "five"};
-  for (const char* split : {"train", "dev", "test"}) {
-    std::ofstream s(dir + "/" + split + ".es"), t(dir + "/" + split + ".en");
-    for (int i = 0; i < lines; ++i) {
-      s << es[i % 5] << " " << es[(i / 5) % 5] << "\n";
-      t << en[i % 5] << " " << en[(i / 5) % 5] << "\n";
-    }
-  }
-}
-
-}  // namespace
+using namespace qkgrad::test_cli;
 
 TEST_CASE("every subcommand answers --help", "[cli]") {
   for (const char* command : {"prepare-bible", "train", "translate", "eval", "bleu", "grads", "attention"}) {
