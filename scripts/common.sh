@@ -27,14 +27,18 @@ ensure_packages() {
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" || return 1
 }
 
-# configure DIR [meson options...]: a release build directory, warnings are errors.
+# configure DIR [meson options...]: a release build directory, warnings are errors (unless the
+# options say -Dwerror=false; later options override earlier ones, e.g. --buildtype).
 configure() {
-  local dir="$1"
+  local dir="$1" werror="--werror" arg
   shift
+  for arg in "$@"; do
+    [ "$arg" = "-Dwerror=false" ] && werror=""
+  done
   if [ -f "$dir/build.ninja" ]; then
-    meson setup --reconfigure "$dir" --werror "$@" >/dev/null
+    meson setup --reconfigure "$dir" $werror "$@" >/dev/null
   else
-    meson setup "$dir" --buildtype=release --werror "$@"
+    meson setup "$dir" --buildtype=release $werror "$@"
   fi
 }
 
