@@ -15,6 +15,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <string_view>
 
 #include "backends/backend.h"
 #include "core/error.h"
@@ -330,6 +331,50 @@ TEST_CASE("safetensors: load checks every field of the header", "[safetensors][e
   std::filesystem::resize_file(path, 200'000'000);
   CHECK_THAT(load_error(path), Contains("the header length 150000000 is over the limit of "
                                         "100000000 bytes"));
+}
+
+TEST_CASE("safetensors: parse() reads bytes in memory exactly as load() reads the file",
+          "[safetensors][errors]") {
+  TempDir dir;
+  const std::string good = dir.file("good.safetensors");
+  safetensors::save(good, sample_tensors(), {{"step", "3"}});
+  const std::string bytes = read_bytes(good);
+  const safetensors::Contents parsed = safetensors::parse(bytes, good);
+  const safetensors::Contents loaded = safetensors::load(good);
+  CHECK(parsed.metadata == loaded.metadata);
+  REQUIRE(parsed.tensors.size() == loaded.tensors.size());
+  for (std::size_t i = 0; i < parsed.tensors.size(); ++i) {
+    CHECK(parsed.tensors[i].first == loaded.tensors[i].first);
+    CHECK(same_bytes(parsed.tensors[i].second, loaded.tensors[i].second));
+  }
+
+  // Every truncation gives the same Error, word for word.
+  const std::string cut = dir.file("cut.safetensors");
+  for (std::size_t size = 0; size < bytes.size(); ++size) {
+    CAPTURE(size);
+    write_bytes(cut, bytes.substr(0, size));
+    std::string parse_error;
+    try {
+      safetensors::parse(std::string_view(bytes).substr(0, size), cut);
+    } catch (const Error& e) {
+      parse_error = e.what();
+    }
+    CHECK(!parse_error.empty());
+    CHECK(parse_error == load_error(cut));
+  }
+}
+
+TEST_CASE("safetensors: the fuzzer's seed files parse", "[safetensors]") {
+  // fuzz/corpus/safetensors holds small valid files (written by save()) for fuzz-safetensors to
+  // start from; a seed that no longer parses would make the fuzzer start from errors only.
+  int seeds = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(
+           std::string(QKGRAD_SOURCE_DIR) + "/fuzz/corpus/safetensors")) {
+    CAPTURE(entry.path().string());
+    CHECK_NOTHROW(safetensors::parse(read_bytes(entry.path().string()), entry.path().string()));
+    ++seeds;
+  }
+  CHECK(seeds >= 5);
 }
 
 TEST_CASE("safetensors: missing files, bad paths and bad arguments", "[safetensors][errors]") {
