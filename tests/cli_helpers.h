@@ -50,6 +50,7 @@ struct Command {
   explicit Command(std::vector<std::string> arguments) : args(std::move(arguments)) {}
   std::vector<std::string> args;  // after the program name
   std::string stdin_path;         // default /dev/null (nothing waits for a terminal)
+  std::string stdout_path;        // default: stdout goes to Result::output with stderr
   long long file_size_limit = -1; // RLIMIT_FSIZE in bytes, or -1
   bool as_nobody = false;         // run as uid/gid 65534 (when root), so that chmod 000 bites
   int timeout_s = 60;             // a hang is killed after this long and reported as timed_out
@@ -72,6 +73,7 @@ inline Result run_command(const Command& c) {
   for (std::string& a : argv) cargv.push_back(a.data());
   cargv.push_back(nullptr);
   const std::string input = c.stdin_path.empty() ? "/dev/null" : c.stdin_path;
+  const std::string output = c.stdout_path;
 
   int fds[2];
   if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
@@ -84,6 +86,11 @@ inline Result run_command(const Command& c) {
     ::dup2(in, STDIN_FILENO);
     ::dup2(fds[1], STDOUT_FILENO);
     ::dup2(fds[1], STDERR_FILENO);
+    if (!output.empty()) {
+      const int out = ::open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (out < 0) ::_exit(126);
+      ::dup2(out, STDOUT_FILENO);
+    }
     ::signal(SIGXFSZ, SIG_DFL);  // the program must cope with the limit itself
     if (c.file_size_limit >= 0) {
       struct rlimit limit {};

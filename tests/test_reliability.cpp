@@ -894,6 +894,11 @@ TEST_CASE("reliability: a full disk gives a clear error and keeps the previous c
       CHECK(entries_containing(run, ".tmp").empty());
     }
   }
+  // translate writing to stdout on a full disk (/dev/full): an error, not a silent success.
+  write(tmp / "in.txt", "uno dos\n");
+  Command full{{"translate", "--run", trained().run, "--input", tmp / "in.txt"}};
+  full.stdout_path = "/dev/full";
+  expect_exit(run_command(full), 1, {"writing the translations to stdout failed: No space left on device"});
   // 2. A file size limit (RLIMIT_FSIZE, SIGXFSZ ignored): EFBIG.
   const std::string ckpt = tmp / "ckpt";
   fill_model(model, 1);

@@ -7,8 +7,10 @@
 //   grads          dump one batch's loss and gradients for cross-checking other frameworks
 //   attention      draw every layer's and head's attention for one sentence (SVG)
 // Every subcommand has --help. Exit status: 0 success, 1 error, 2 usage error, 130 Ctrl-C.
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -160,6 +162,11 @@ int cmd_translate(int argc, char** argv) {
   for (const auto& line : out) text += line + "\n";
   if (output.empty()) {
     std::fputs(text.c_str(), stdout);
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {  // e.g. redirected to a full disk
+      const int err = errno;
+      fail(cat("translate: writing the translations to stdout failed: ", err ? std::strerror(err) : "I/O error",
+               "; free some disk space, or write them with --output"));
+    }
   } else {
     write_file_atomically(output, [&](std::FILE* f) { std::fputs(text.c_str(), f); });
   }
