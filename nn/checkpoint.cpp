@@ -236,8 +236,11 @@ TransformerConfig config_from_json(const Json& j, const std::string& source) {
 
 // ---- saving ----
 
-void save_checkpoint(const std::string& dir, const Seq2SeqTransformer& model, const TrainerState* trainer) {
-  QKGRAD_CHECK(!dir.empty(), "save_checkpoint: empty directory name");
+void save_checkpoint(const std::string& dir_name, const Seq2SeqTransformer& model, const TrainerState* trainer) {
+  std::string dir = dir_name;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();  // "ckpt/": the temporaries go next to it, not in it
+  QKGRAD_CHECK(!dir.empty() && dir != "/" && dir != "." && dir != "..", "save_checkpoint: '", dir_name,
+               "' is not a name for a checkpoint directory");
   const std::string fresh = dir + ".tmp-" + std::to_string(::getpid());
   std::error_code ec;
   fs::remove_all(fresh, ec);          // a leftover of an interrupted save by this process

@@ -841,6 +841,15 @@ TEST_CASE("reliability: temporaries of writers that died are removed by the next
   CHECK(read(path) == "done\n");
   CHECK_FALSE(exists(dead));
   CHECK(exists(alive));
+  // A checkpoint named with a trailing slash is saved next to itself, and replaced like any other.
+  Seq2SeqTransformer model(saver_config());
+  for (int k = 1; k <= 2; ++k) {
+    fill_model(model, static_cast<float>(k));
+    const TrainerState t = saver_state(model, k);
+    save_checkpoint(tmp / "ckpt/", model, &t);
+    CHECK(check_saver_checkpoint(tmp / "ckpt") == k);
+  }
+  CHECK(entries_containing(tmp.path, ".tmp-").empty());
   // The same through the program, for --output.
   const std::string dead2 = path + ".tmp." + std::to_string(dead_pid());
   write(dead2, "half");
