@@ -290,30 +290,59 @@ TransformerConfig load_checkpoint_config(const std::string& dir) {
   return config_from_json(j.at("model"), file_in(dir, "config.json"));
 }
 
+namespace {
+
+// DIR/config.json (already read: `config`) and DIR/FILE of one save. Another process may
+// replace DIR (save_checkpoint) between the two reads, e.g. translate while training saves
+// best: then config.json has a new id by now, and the pair is read again. An id mismatch that
+// stays is a directory that mixes files of two saves.
+struct SameSave {
+  Json config;
+  safetensors::Contents contents;
+};
+SameSave read_same_save(const std::string& dir, const char* file, Json config) {
+  const std::string path = file_in(dir, file);
+  for (int attempt = 0;; ++attempt) {
+    safetensors::Contents contents = safetensors::load(path);
+    const std::string id = config.at("id").as_string();
+    const auto it = contents.metadata.find("id");
+    if (it != contents.metadata.end() && it->second == id) return {std::move(config), std::move(contents)};
+    Json now = read_config_json(dir);
+    if (attempt >= 4 || now.at("id").as_string() == id) check_id(contents.metadata, id, path);  // throws
+    config = std::move(now);
+  }
+}
+
+}  // namespace
+
 void load_model_weights(const std::string& dir, Seq2SeqTransformer& model) {
-  const Json j = read_config_json(dir);
   const std::string config_path = file_in(dir, "config.json");
-  const TransformerConfig saved = config_from_json(j.at("model"), config_path);
   const TransformerConfig& mine = model.config();
-  auto same = [&](const char* field, int64_t a, int64_t b) {
-    QKGRAD_CHECK(a == b, config_path, ": the checkpoint was saved for ", field, " = ", a,
-                 " but this model has ", field, " = ", b, "; build the model from the checkpoint's config");
+  auto check_config = [&](const Json& j) {
+    const TransformerConfig saved = config_from_json(j.at("model"), config_path);
+    auto same = [&](const char* field, int64_t a, int64_t b) {
+      QKGRAD_CHECK(a == b, config_path, ": the checkpoint was saved for ", field, " = ", a,
+                   " but this model has ", field, " = ", b, "; build the model from the checkpoint's config");
+    };
+    same("vocab", saved.vocab, mine.vocab);
+    same("d_model", saved.d_model, mine.d_model);
+    same("heads", saved.heads, mine.heads);
+    same("ffn", saved.ffn, mine.ffn);
+    same("encoder_layers", saved.encoder_layers, mine.encoder_layers);
+    same("decoder_layers", saved.decoder_layers, mine.decoder_layers);
+    QKGRAD_CHECK(saved.norm == mine.norm && saved.attention == mine.attention && saved.per_head_g == mine.per_head_g &&
+                     saved.fixnorm == mine.fixnorm,
+                 config_path, ": the checkpoint was saved for norm ", norm_name(saved.norm), ", attention ",
+                 mode_name(saved.attention), ", but this model has norm ", norm_name(mine.norm), ", attention ",
+                 mode_name(mine.attention), " (or per_head_g / fixnorm differ)");
   };
-  same("vocab", saved.vocab, mine.vocab);
-  same("d_model", saved.d_model, mine.d_model);
-  same("heads", saved.heads, mine.heads);
-  same("ffn", saved.ffn, mine.ffn);
-  same("encoder_layers", saved.encoder_layers, mine.encoder_layers);
-  same("decoder_layers", saved.decoder_layers, mine.decoder_layers);
-  QKGRAD_CHECK(saved.norm == mine.norm && saved.attention == mine.attention && saved.per_head_g == mine.per_head_g &&
-                   saved.fixnorm == mine.fixnorm,
-               config_path, ": the checkpoint was saved for norm ", norm_name(saved.norm), ", attention ",
-               mode_name(saved.attention), ", but this model has norm ", norm_name(mine.norm), ", attention ",
-               mode_name(mine.attention), " (or per_head_g / fixnorm differ)");
+  const Json first = read_config_json(dir);
+  check_config(first);  // before reading the (large) tensor file
+  const SameSave save = read_same_save(dir, "model.safetensors", first);
+  if (save.config.at("id").as_string() != first.at("id").as_string()) check_config(save.config);
 
   const std::string path = file_in(dir, "model.safetensors");
-  const safetensors::Contents contents = safetensors::load(path);
-  check_id(contents.metadata, j.at("id").as_string(), path);
+  const safetensors::Contents& contents = save.contents;
   std::map<std::string, const Tensor*> by_name;
   for (const auto& [name, t] : contents.tensors) by_name[name] = &t;
   const std::vector<NamedTensor> params = model.named_parameters();
@@ -337,11 +366,10 @@ TrainerState load_trainer_state(const std::string& dir) {
   const Json j = read_config_json(dir);
   const std::string path = file_in(dir, "trainer.safetensors");
   QKGRAD_CHECK(fs::is_regular_file(path), path, ": missing; this checkpoint holds a model only and cannot resume training");
-  safetensors::Contents contents = safetensors::load(path);
-  check_id(contents.metadata, j.at("id").as_string(), path);
+  SameSave save = read_same_save(dir, "trainer.safetensors", j);
   TrainerState state;
-  state.optimizer_state = std::move(contents.tensors);
-  for (const auto& [key, value] : contents.metadata) {
+  state.optimizer_state = std::move(save.contents.tensors);
+  for (const auto& [key, value] : save.contents.metadata) {
     if (key != "format" && key != "kind" && key != "id") state.values[key] = value;
   }
   return state;

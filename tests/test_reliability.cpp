@@ -830,6 +830,59 @@ TEST_CASE("reliability: SIGKILL during a save leaves the previous or the new che
   CHECK(left == std::vector<std::string>{"ckpt"});
 }
 
+TEST_CASE("reliability: loading while another process saves never fails and never mixes saves", "[reliability]") {
+  TempDir tmp;
+  const std::string ckpt = tmp / "ckpt";
+  std::vector<std::string> env = {"QKGRAD_SAVER_DIR=" + ckpt, "QKGRAD_SAVER_START=1"};
+  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+  std::vector<char*> envp;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::string self = fs::read_symlink("/proc/self/exe").string(), name = "qkgrad-tests",
+              test = "reliability helper: save checkpoints in a loop until killed";
+  char* argv[] = {name.data(), test.data(), nullptr};
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    const int null_fd = ::open("/dev/null", O_WRONLY);
+    ::dup2(null_fd, STDOUT_FILENO);
+    ::execve(self.c_str(), argv, envp.data());
+    ::_exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!checkpoint_exists(ckpt) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  Seq2SeqTransformer model(saver_config());
+  std::set<float> model_values;
+  std::set<int64_t> trainer_steps;
+  std::string failure;
+  for (int i = 0; i < 150 && failure.empty(); ++i) {
+    try {
+      load_model_weights(ckpt, model);
+      const float v = model.named_parameters().front().second.data<float>()[0];
+      for (const auto& [n, p] : model.named_parameters()) {
+        if (!all_equal(p, v)) failure = cat("model.safetensors mixes saves: ", n, " is not all ", v);
+      }
+      model_values.insert(v);
+      const TrainerState t = load_trainer_state(ckpt);
+      const int64_t k = t.get_int("step");
+      for (const auto& [n, tensor] : t.optimizer_state) {
+        if (!all_equal(tensor, static_cast<float>(k))) failure = cat("trainer.safetensors of step ", k, ": ", n, " is not");
+      }
+      trainer_steps.insert(k);
+    } catch (const Error& e) {
+      failure = e.what();
+    }
+  }
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  INFO(failure);
+  CHECK(failure.empty());
+  CHECK(model_values.size() >= 3);  // the loads did overlap with many saves
+  CHECK(trainer_steps.size() >= 3);
+}
+
 TEST_CASE("reliability: temporaries of writers that died are removed by the next write", "[reliability]") {
   TempDir tmp;
   const std::string path = tmp / "out.txt";
