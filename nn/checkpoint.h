@@ -12,7 +12,8 @@
 // files carry the same id; a load refuses a mix. A save killed midway (SIGKILL, a crash) leaves
 // DIR.tmp-PID behind; the next save of DIR removes those of processes that no longer run. A
 // save that fails (a full disk, ...) throws an Error naming DIR and the reason, and leaves DIR
-// as it was. docs/checkpoint.md documents every tensor.
+// as it was. Loads that overlap a save by another process read the files of one save (the ids
+// tell; the pair is read again). docs/checkpoint.md documents every tensor.
 #pragma once
 
 #include <map>
