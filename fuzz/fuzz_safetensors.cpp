@@ -6,11 +6,13 @@
 //   - it never allocates more than the input holds: the tensors' bytes add up to at most the
 //     input size (and libFuzzer's -malloc_limit_mb catches any single huge allocation);
 //   - what it returns is what the format promises: CPU tensors of F32/F64/I64 with non-empty,
-//     distinct names, none called "__metadata__", laid out in file order.
+//     distinct names, none called "__metadata__", laid out in file order;
+//   - the tensors are safe to use: their strides can be computed and they can be copied.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <set>
 #include <string>
 #include <string_view>
@@ -49,6 +51,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     require(tensor.defined() && tensor.device() == qkgrad::Device::cpu, "a tensor not on the CPU");
     require(tensor.nbytes() <= size, "a tensor larger than the input");
     tensor_bytes += tensor.nbytes();
+    // Use it as a program would: the kernels index with its strides, and copy it.
+    (void)tensor.shape().strides();
+    const qkgrad::Tensor copy = tensor.clone();
+    require(copy.shape() == tensor.shape() &&
+                (tensor.nbytes() == 0 ||
+                 std::memcmp(copy.raw_data(), tensor.raw_data(), tensor.nbytes()) == 0),
+            "a copy differs from the tensor");
   }
   require(tensor_bytes + 8 <= size, "the tensors hold more bytes than the input");
   return 0;

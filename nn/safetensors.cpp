@@ -117,11 +117,16 @@ Entry read_entry(const std::string& path, const std::string& name, const Json& i
   QKGRAD_CHECK(shape.size() <= static_cast<std::size_t>(Shape::kMaxRank), where(), " has rank ",
                shape.size(), "; qkgrad tensors have at most ", Shape::kMaxRank, " dimensions");
   int64_t numel = 1;
+  int64_t span = 1;  // the product of the non-zero sizes: strides must fit even when numel is 0
   for (const Json& dim : shape.elements()) {
     e.shape.push_back(static_cast<int64_t>(read_count(dim, path, name, "shape")));
     QKGRAD_CHECK(!__builtin_mul_overflow(numel, e.shape.back(), &numel) && numel < kMaxElements,
                  where(), " has shape ", shape.dump(),
                  ", more than 2^60 elements (the header is corrupt)");
+    QKGRAD_CHECK(!__builtin_mul_overflow(span, std::max<int64_t>(e.shape.back(), 1), &span) &&
+                     span < kMaxElements,
+                 where(), " has shape ", shape.dump(), ", whose non-zero sizes multiply to more ",
+                 "than 2^60, too many to index even with no elements (the header is corrupt)");
   }
 
   // data_offsets: [begin, end) inside the data section, exactly numel * dtype_size bytes

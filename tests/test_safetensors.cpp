@@ -281,6 +281,10 @@ TEST_CASE("safetensors: load checks every field of the header", "[safetensors][e
   CHECK_THAT(error_for(tensor(dtype + R"("shape": [2147483648, 2147483648, 2147483648], )" +
                               R"("data_offsets": [0, 4])"), 4),
              Contains("more than 2^60 elements"));
+  // No elements, but strides that overflow (found by fuzz-safetensors: UB in Shape::strides).
+  CHECK_THAT(error_for(tensor(dtype + R"("shape": [0, 1099511627776, 1099511627776], )" +
+                              R"("data_offsets": [0, 0])"), 0),
+             Contains("whose non-zero sizes multiply to more than 2^60"));
   CHECK_THAT(error_for(tensor(dtype + shape + R"("data_offsets": [0])"), 16),
              Contains("data_offsets must be an array [begin, end], got [0]"));
   CHECK_THAT(error_for(tensor(dtype + shape + R"("data_offsets": "0,16")"), 16),
