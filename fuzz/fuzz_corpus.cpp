@@ -1,7 +1,9 @@
 // libFuzzer target for the corpus reader and cleaner (examples/translate/corpus.h).
 //
 // The input is cut (FuzzedDataProvider) into a line-length limit, a source text and a target
-// text, each read as a file would be. What it checks, for any input:
+// text, each read as a file would be. A seed in fuzz/corpus/corpus is laid out as
+//   <source text> '\' <any byte but '\'> <target text> <limit byte: the limit is its value % 65>
+// (in the source text, a doubled backslash stands for one). What it checks, for any input:
 //   - valid_utf8() agrees with an independent reference decoder (reference_first_invalid below),
 //     including the offset of the first bad byte;
 //   - normalize_spaces() leaves no leading, trailing or doubled space and no other whitespace,
