@@ -1,5 +1,7 @@
 #include "core/shape.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace qkgrad {
@@ -8,14 +10,16 @@ namespace {
 void check_dims(const int64_t* dims, std::size_t count) {
   QKGRAD_CHECK(count <= Shape::kMaxRank, "shape: rank ", count, " exceeds the maximum rank of ",
                Shape::kMaxRank, "; reshape to fewer dimensions");
-  int64_t numel = 1;
+  // Element counts and strides stay below 2^60 so that byte counts of any dtype fit in 64 bits.
+  // The bound is on the product of max(size, 1): a shape with a 0 has no elements, but its
+  // strides (products of the other sizes) must still be representable.
+  int64_t span = 1;
   for (std::size_t i = 0; i < count; ++i) {
     QKGRAD_CHECK(dims[i] >= 0, "shape: dimension ", i, " is negative (", dims[i],
                  "); sizes must be >= 0");
-    // Element counts stay below 2^60 so that byte counts of any dtype fit in 64 bits.
-    QKGRAD_CHECK(!__builtin_mul_overflow(numel, dims[i], &numel) && numel < (int64_t{1} << 60),
+    QKGRAD_CHECK(!__builtin_mul_overflow(span, std::max<int64_t>(dims[i], 1), &span) && span < (int64_t{1} << 60),
                  "shape: ", count, "-D shape with dimension ", i, " = ", dims[i],
-                 " has too many elements (more than 2^60)");
+                 " has too many elements (more than 2^60, counting zero-sized dimensions as 1)");
   }
 }
 }  // namespace

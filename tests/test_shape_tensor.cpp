@@ -104,5 +104,8 @@ TEST_CASE("in-place writes to tensors that require grad are refused in grad mode
 TEST_CASE("shapes with more than 2^60 elements are refused before any allocation", "[shape][errors]") {
   CHECK_THROWS_WITH(Shape({int64_t{1} << 61}), Contains("too many elements"));
   CHECK_THROWS_WITH(Shape({int64_t{1} << 32, int64_t{1} << 32}), Contains("too many elements"));
+  // No elements, but strides of 2^80 (found by fuzz-safetensors): refused too.
+  CHECK_THROWS_WITH(Shape({0, int64_t{1} << 40, int64_t{1} << 40}), Contains("too many elements"));
+  CHECK(Shape({0, int64_t{1} << 20, int64_t{1} << 20}).numel() == 0);
   CHECK_THROWS_WITH(Tensor::arange(0.0, 1e308, 1e-10), Contains("arange"));
 }
