@@ -54,6 +54,9 @@ void expect_exit(const Result& r, int status, const std::vector<std::string>& fr
   CHECK_FALSE(r.timed_out);
   CHECK(r.status == status);
   for (const std::string& f : fragments) CHECK_THAT(r.output, Contains(f));
+  // In the sanitizer build a report also exits with status 1: it must not hide behind an error.
+  CHECK_FALSE(has(r.output, "Sanitizer"));
+  CHECK_FALSE(has(r.output, "runtime error:"));
 }
 
 bool exists(const std::string& path) { return fs::exists(fs::symlink_status(path)); }
