@@ -17,12 +17,14 @@
 #include "cli_helpers.h"
 #include "core/error.h"
 #include "nn/checkpoint.h"
+#include "nn/json.h"
 
 namespace fs = std::filesystem;
 using namespace qkgrad::test_cli;
 
 TEST_CASE("every subcommand answers --help", "[cli]") {
-  for (const char* command : {"prepare-bible", "train", "translate", "eval", "bleu", "grads", "attention"}) {
+  for (const char* command : {"prepare-bible", "train", "translate", "eval", "bleu", "grads", "attention",
+                              "attention-stats"}) {
     const Result r = run(std::string(command) + " --help");
     INFO(command << ": " << r.output);
     CHECK(r.status == 0);
@@ -123,4 +125,31 @@ TEST_CASE("the NaN guard: stop saves the last good state; skip counts and contin
   const qkgrad::TrainerState st = qkgrad::load_trainer_state(tmp / "skip/checkpoints/last");
   CHECK(st.get_int("step") == 20);
   CHECK(st.get_int("skipped_batches") == 1);
+}
+
+TEST_CASE("attention-stats: one line per attention module, printed and as JSON lines", "[cli]") {
+  TempDir tmp;
+  write_corpus(tmp.path, 200);
+  Result r = run("train --data " + tmp.path + " --run " + tmp / "run" +
+                 " --preset tiny --vocab-size 30 --max-steps 10 --eval-every 100000 --threads 1");
+  REQUIRE(r.status == 0);
+  r = run("attention-stats --run " + tmp / "run" + " --split test --sentences 50 --out " + tmp / "stats.jsonl");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("test ") != std::string::npos);
+  CHECK(r.output.find("50 sentence pairs") != std::string::npos);
+  CHECK(r.output.find("decoder.layers.0.cross_attn") != std::string::npos);
+  std::ifstream in(tmp / "stats.jsonl");
+  int lines = 0;
+  for (std::string line; std::getline(in, line); ++lines) {
+    CHECK(line.find("\"module\":") != std::string::npos);
+    CHECK(line.find("\"saturated_fraction\":") != std::string::npos);
+  }
+  const qkgrad::Json config = qkgrad::Json::parse(read(tmp / "run/checkpoints/last/config.json"), "config.json");
+  // encoder self per encoder layer; decoder self + cross per decoder layer
+  const qkgrad::Json& model = config.at("model");
+  CHECK(lines == model.at("encoder_layers").as_int() + 2 * model.at("decoder_layers").as_int());
+  r = run("attention-stats --run " + tmp / "nope");
+  CHECK(r.status == 1);
+  CHECK(r.output.find("does not exist") != std::string::npos);
 }

@@ -6,6 +6,7 @@
 //   bleu           score a hypothesis file against a reference (sacreBLEU-compatible)
 //   grads          dump one batch's loss and gradients for cross-checking other frameworks
 //   attention      draw every layer's and head's attention for one sentence (SVG)
+//   attention-stats  attention entropy / max probability / saturation per module on a split
 // Every subcommand has --help. Exit status: 0 success, 1 error, 2 usage error, 130 Ctrl-C.
 #include <cerrno>
 #include <csignal>
@@ -22,6 +23,7 @@
 #include "nn/atomic_file.h"
 #include "nn/json.h"
 #include "translate/args.h"
+#include "translate/attention_stats.h"
 #include "translate/batching.h"
 #include "translate/beam_search.h"
 #include "translate/bible.h"
@@ -46,7 +48,8 @@ constexpr const char* kUsage =
     "  eval           translate a data split and report BLEU and chrF\n"
     "  bleu           corpus BLEU and chrF of a hypothesis file against a reference\n"
     "  grads          write one batch's loss and every gradient (safetensors) for cross-checks\n"
-    "  attention      draw the attention of every layer and head for one sentence (SVG)\n";
+    "  attention      draw the attention of every layer and head for one sentence (SVG)\n"
+    "  attention-stats  attention entropy, max probability and saturation of every module on a split\n";
 
 // The lines of --input, or of stdin: the same checks (UTF-8, no NUL bytes) and line endings.
 std::vector<std::string> read_input_lines(const std::string& input) {
@@ -323,6 +326,60 @@ int cmd_attention(int argc, char** argv) {
   return 0;
 }
 
+
+int cmd_attention_stats(int argc, char** argv) {
+  std::string run, split = "test", data, out;
+  int64_t sentences = 0, batch_tokens = 2000, max_length = 1024;
+  Args args("qkgrad-translate attention-stats",
+            "How peaked is the attention? Runs the model teacher-forced on DATA/SPLIT (source, reference) and\n"
+            "prints, per attention module, the mean entropy of the probability rows (nats and normalised\n"
+            "by ln of the visible keys), the mean largest probability and the share of rows with one\n"
+            "probability >= 0.9 (saturated), with the module's QKNorm gain g. Pairs longer than\n"
+            "--max-length subwords on either side are skipped and counted.");
+  args.option("run", "run directory", &run, true);
+  args.option("split", "which split (train, dev or test)", &split);
+  args.option("data", "data directory (default: the one the run was trained on)", &data);
+  args.option("sentences", "use the first N pairs (0: all)", &sentences, 0, 100000000);
+  args.option("batch-tokens", "padded tokens per batch", &batch_tokens, 16, 1000000);
+  args.option("max-length", "skip pairs longer than this many subwords", &max_length, 1, 100000);
+  args.option("out", "also write one JSON object per module to this file (JSON lines)", &out);
+  if (!args.parse(argc, argv, 2)) return 0;
+  const RunDir rd{run};
+  QKGRAD_CHECK(std::filesystem::is_directory(run), "run directory ", run, " does not exist (train a model first: ",
+               "qkgrad-translate train --run ", run, " ...)");
+  const Json options = Json::parse(read_file(rd.options(), 1 << 20), rd.options());
+  if (data.empty()) data = options.at("data").as_string();
+  const std::string src_lang = options.at("src").as_string(), tgt_lang = options.at("tgt").as_string();
+  const ParallelCorpus corpus = read_parallel(data + "/" + split + "." + src_lang, data + "/" + split + "." + tgt_lang, 1 << 20);
+  LoadedModel m = load_trained_model(run);
+  std::vector<Pair> pairs;
+  int64_t skipped = 0;
+  for (std::size_t i = 0; i < corpus.src.size(); ++i) {
+    if (sentences > 0 && static_cast<int64_t>(pairs.size()) >= sentences) break;
+    Pair p{m.subwords->encode(corpus.src[i]), m.subwords->encode(corpus.tgt[i])};
+    if (static_cast<int64_t>(std::max(p.src.size(), p.tgt.size())) > max_length) {
+      ++skipped;
+      continue;
+    }
+    pairs.push_back(std::move(p));
+  }
+  const auto stats = attention_statistics(*m.model, pairs, batch_tokens);
+  std::printf("%s %s: %zu sentence pairs (teacher-forced)%s; %s attention\n", split.c_str(), m.checkpoint.c_str(),
+              pairs.size(), skipped ? cat(", ", skipped, " too long skipped").c_str() : "",
+              m.model->config().attention == AttentionMode::qknorm ? "QKNorm" : "scaled dot-product");
+  std::printf("%-30s %10s %9s %10s %9s %9s %8s\n", "module", "rows", "entropy", "normalised", "max prob", "saturated",
+              "g");
+  for (const auto& s : stats) {
+    std::printf("%-30s %10ld %9.3f %10.3f %9.3f %8.1f%% %8.3f\n", s.module.c_str(), static_cast<long>(s.rows),
+                s.mean_entropy, s.mean_norm_entropy, s.mean_max_prob, 100 * s.saturated_fraction, s.g);
+  }
+  if (!out.empty()) {
+    const std::string text = attention_statistics_jsonl(stats);
+    write_file_atomically(out, [&](std::FILE* f) { std::fputs(text.c_str(), f); });
+    std::printf("wrote %s\n", out.c_str());
+  }
+  return 0;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -342,6 +399,7 @@ int main(int argc, char** argv) {
     if (command == "eval") return cmd_eval(argc, argv);
     if (command == "grads") return cmd_grads(argc, argv);
     if (command == "attention") return cmd_attention(argc, argv);
+    if (command == "attention-stats") return cmd_attention_stats(argc, argv);
     std::fprintf(stderr, "qkgrad-translate: unknown command '%s'\n%s", command.c_str(), kUsage);
     return 2;
   } catch (const UsageError& e) {

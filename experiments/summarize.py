@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Writes the results table of one experiment (experiments/qknorm_vs_scaled_dot.sh) as Markdown.
+
+    python3 experiments/summarize.py experiments/runs/NAME NAME > experiments/results/NAME.md
+
+Reads, for every run directory MODE-seedN under the root: test.json (test BLEU, chrF, training
+seconds), metrics.jsonl (dev BLEU per evaluation, the QKNorm gains g over training, elapsed
+time) and attention-stats.jsonl (entropy / max probability / saturation per attention module on
+the test set, teacher-forced)."""
+import json
+import math
+import os
+import re
+import statistics
+import sys
+
+
+def read_jsonl(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def load_run(path):
+    run = {"path": path}
+    with open(os.path.join(path, "test.json")) as f:
+        run.update(json.load(f))
+    metrics = read_jsonl(os.path.join(path, "metrics.jsonl"))
+    evals = [m for m in metrics if "dev_bleu" in m]
+    logs = [m for m in metrics if "train_loss" in m]
+    run["best_dev_bleu"] = max((m["dev_bleu"] for m in evals), default=float("nan"))
+    run["steps"] = max((m["step"] for m in metrics if "step" in m), default=0)
+    run["elapsed_s"] = max((m["elapsed_s"] for m in metrics if "elapsed_s" in m), default=run["train_seconds"])
+    run["g_first"] = logs[0].get("g", {}) if logs else {}
+    run["g_last"] = logs[-1].get("g", {}) if logs else {}
+    run["g_curve"] = [(m["step"], m["g"]) for m in logs if m.get("g")]
+    stats_path = os.path.join(path, "attention-stats.jsonl")
+    run["attention"] = read_jsonl(stats_path) if os.path.exists(stats_path) else []
+    return run
+
+
+def mean_sd(values):
+    if not values:
+        return float("nan"), float("nan")
+    return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else float("nan"))
+
+
+def fmt(x, digits=2):
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def main(root, name):
+    runs = {}
+    for entry in sorted(os.listdir(root)):
+        m = re.fullmatch(r"(qknorm|scaled_dot)-seed(\d+)", entry)
+        if m and os.path.exists(os.path.join(root, entry, "test.json")):
+            runs.setdefault(m.group(1), []).append((int(m.group(2)), load_run(os.path.join(root, entry))))
+    if not runs:
+        sys.exit(f"error: no finished runs (MODE-seedN/test.json) under {root}")
+    out = [f"# {name}: QKNorm vs scaled dot-product attention\n"]
+    out.append("## Test set (best dev checkpoint, beam 4, α 0.6)\n")
+    out.append("| attention | seed | test BLEU | chrF | best dev BLEU | steps | training time |")
+    out.append("|---|--:|--:|--:|--:|--:|--:|")
+    for mode in ("qknorm", "scaled_dot"):
+        for seed, r in sorted(runs.get(mode, [])):
+            out.append(f"| {mode} | {seed} | {fmt(r['bleu'])} | {fmt(r['chrf'], 1)} | {fmt(r['best_dev_bleu'])} | "
+                       f"{r['steps']} | {r['elapsed_s'] / 60:.0f} min |")
+    out.append("")
+    summary = {}
+    for mode in ("qknorm", "scaled_dot"):
+        bleus = [r["bleu"] for _, r in runs.get(mode, [])]
+        chrfs = [r["chrf"] for _, r in runs.get(mode, [])]
+        summary[mode] = (mean_sd(bleus), mean_sd(chrfs), bleus)
+    out.append("| attention | runs | test BLEU mean ± sd (min–max) | chrF mean ± sd |")
+    out.append("|---|--:|--:|--:|")
+    for mode, ((bm, bs), (cm, cs), bleus) in summary.items():
+        if bleus:
+            out.append(f"| {mode} | {len(bleus)} | {fmt(bm)} ± {fmt(bs)} ({fmt(min(bleus))}–{fmt(max(bleus))}) | "
+                       f"{fmt(cm, 1)} ± {fmt(cs, 1)} |")
+    out.append("")
+    if all(summary[m][2] for m in summary):
+        diff = summary["qknorm"][0][0] - summary["scaled_dot"][0][0]
+        spread = max(max(b) - min(b) for _, _, b in summary.values())
+        lo_q, hi_s = min(summary["qknorm"][2]), max(summary["scaled_dot"][2])
+        hi_q, lo_s = max(summary["qknorm"][2]), min(summary["scaled_dot"][2])
+        if lo_q > hi_s:
+            verdict = "every QKNorm run scores above every scaled dot-product run"
+        elif lo_s > hi_q:
+            verdict = "every scaled dot-product run scores above every QKNorm run"
+        else:
+            verdict = "the two modes' ranges overlap: the difference is within seed noise"
+        out.append(f"Difference of the means (QKNorm − scaled dot): **{diff:+.2f} BLEU**; the largest spread between "
+                   f"seeds of one mode is {spread:.2f} BLEU; {verdict}.\n")
+    out.append("## The QKNorm gain g of every attention module (mean over seeds)\n")
+    q = [r for _, r in runs.get("qknorm", [])]
+    if q:
+        modules = sorted(q[0]["g_last"])
+        out.append("| module | g at the first log | g at the end |")
+        out.append("|---|--:|--:|")
+        for mod in modules:
+            first = statistics.mean(r["g_first"].get(mod, float("nan")) for r in q)
+            last = statistics.mean(r["g_last"].get(mod, float("nan")) for r in q)
+            out.append(f"| {mod} | {first:.2f} | {last:.2f} |")
+        out.append("\nThe whole curves are in each run's metrics.jsonl (`g`) and curves.svg.\n")
+    out.append("## Attention on the test set (teacher-forced; mean over seeds)\n")
+    out.append("Entropy in nats; normalised entropy = entropy / ln(visible keys) (1 = uniform); saturated = rows whose "
+               "largest probability is ≥ 0.9.\n")
+    out.append("| module | attention | entropy | normalised | max prob | saturated |")
+    out.append("|---|---|--:|--:|--:|--:|")
+    modules = []
+    for mode in ("qknorm", "scaled_dot"):
+        for _, r in runs.get(mode, []):
+            for s in r["attention"]:
+                if s["module"] not in modules:
+                    modules.append(s["module"])
+    for mod in modules:
+        for mode in ("qknorm", "scaled_dot"):
+            rows = [s for _, r in runs.get(mode, []) for s in r["attention"] if s["module"] == mod]
+            if not rows:
+                continue
+            avg = lambda key: statistics.mean(s[key] for s in rows)  # noqa: E731
+            out.append(f"| {mod} | {mode} | {avg('mean_entropy'):.3f} | {avg('mean_norm_entropy'):.3f} | "
+                       f"{avg('mean_max_prob'):.3f} | {100 * avg('saturated_fraction'):.1f}% |")
+    out.append("")
+    out.append("## Heatmaps\n")
+    for mode in ("qknorm", "scaled_dot"):
+        for seed, r in sorted(runs.get(mode, []))[:1]:
+            maps = sorted(f for f in os.listdir(r["path"]) if f.startswith("heatmap-") and f.endswith(".svg"))
+            if maps:
+                out.append(f"- {mode}, seed {seed}: " + ", ".join(f"`{os.path.join(r['path'], f)}`" for f in maps))
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    main(sys.argv[1], sys.argv[2])
