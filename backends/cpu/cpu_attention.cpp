@@ -45,9 +45,11 @@ Head head_of(const AttentionSpec& s, int64_t b, int64_t h) {
   return x;
 }
 
-// Is key j visible to query i? (the mask M: 0 when visible, −∞ when not)
-bool visible(const AttentionSpec& s, const Head& hd, int64_t i, int64_t j) {
-  return j < hd.key_length && (!s.causal || j <= i + s.query_offset);
+// The keys visible to query i (the mask M: 0 when visible, −∞ when not) are a prefix
+// j < visible_keys(i): padding hides j >= key_length, the causal mask j > i + query_offset.
+int64_t visible_keys(const AttentionSpec& s, const Head& hd, int64_t i) {
+  const int64_t end = s.causal ? std::min(hd.key_length, i + s.query_offset + 1) : hd.key_length;
+  return std::clamp<int64_t>(end, 0, s.tk);
 }
 
 // The dropout factors z_ij / (1 − p) of (5) for one row i of one (b, h): element j reads the
@@ -75,23 +77,43 @@ template <typename T>
 void inverse_norms(const T* x, int64_t rows, int64_t d, int64_t ld, double eps, T* r) {
   for (int64_t i = 0; i < rows; ++i) {
     T s = 0;
+#pragma omp simd reduction(+ : s)
     for (int64_t c = 0; c < d; ++c) s += x[i * ld + c] * x[i * ld + c];
     r[i] = T(1) / std::max(std::sqrt(s), static_cast<T>(eps));
   }
 }
 
-// S = logits (2)–(3) with the mask applied, from the raw products R = q kᵀ (in place).
+// P = softmax(S) (2)–(4), in place, from the raw products R = q kᵀ: row i's logits are
+// S_ij = g rq_i rk_j R_ij (QKNorm) or scale · R_ij on its visible keys j < n, and −∞ beyond, so
+// P_ij = 0 there exactly. A row with no visible key is all zeros (its output row is 0).
 template <typename T>
-void logits_in_place(const AttentionSpec& s, const Head& hd, T g, const T* rq, const T* rk, T* S) {
+void softmax_of_logits(const AttentionSpec& s, const Head& hd, T g, const T* rq, const T* rk, T* S) {
   for (int64_t i = 0; i < s.tq; ++i) {
-    for (int64_t j = 0; j < s.tk; ++j) {
-      T& x = S[i * s.tk + j];
-      if (!visible(s, hd, i, j)) {
-        x = -std::numeric_limits<T>::infinity();
-      } else {
-        x = s.qknorm ? g * rq[i] * rk[j] * x : static_cast<T>(s.scale) * x;
-      }
+    T* row = S + i * s.tk;
+    const int64_t n = visible_keys(s, hd, i);
+    std::fill(row + n, row + s.tk, T(0));
+    if (n == 0) continue;
+    if (s.qknorm) {
+      const T coef = g * rq[i];
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) row[j] *= coef * rk[j];
+    } else {
+      const T scale = static_cast<T>(s.scale);
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) row[j] *= scale;
     }
+    T m = row[0];
+#pragma omp simd reduction(max : m)
+    for (int64_t j = 1; j < n; ++j) m = std::max(m, row[j]);
+    T sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < n; ++j) {
+      row[j] = cpu::exp_fast(row[j] - m);
+      sum += row[j];
+    }
+    const T inv = T(1) / sum;
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) row[j] *= inv;
   }
 }
 
@@ -138,27 +160,9 @@ void CpuBackend::attention_forward(const AttentionSpec& s, const Tensor& q, cons
         for (int64_t i = 0; i < s.tq; ++i) std::fill(out_h + i * hd.ld, out_h + i * hd.ld + d, T(0));
         continue;
       }
-      // R = q kᵀ [tq, tk], then the logits S with the mask (2)–(3), in P's memory.
+      // R = q kᵀ [tq, tk] in P's memory, then the masked logits and their softmax (2)–(4).
       cpu::gemm(false, true, s.tq, s.tk, d, 1.0, Q + hd.q_offset, hd.ld, K + hd.kv_offset, hd.ld, 0.0, P, s.tk);
-      logits_in_place(s, hd, head_g<T>(s, g, h), rq_h, rk_h, P);
-      // P = softmax of each row (4).
-      for (int64_t i = 0; i < s.tq; ++i) {
-        T* row = P + i * s.tk;
-        T m = -std::numeric_limits<T>::infinity();
-        for (int64_t j = 0; j < s.tk; ++j) m = std::max(m, row[j]);
-        if (m == -std::numeric_limits<T>::infinity()) {  // fully masked: P = 0, so out = 0
-          std::fill(row, row + s.tk, T(0));
-          continue;
-        }
-        T sum = 0;
-#pragma omp simd reduction(+ : sum)
-        for (int64_t j = 0; j < s.tk; ++j) {
-          row[j] = cpu::exp_fast(row[j] - m);
-          sum += row[j];
-        }
-        const T inv = T(1) / sum;
-        for (int64_t j = 0; j < s.tk; ++j) row[j] *= inv;
-      }
+      softmax_of_logits(s, hd, head_g<T>(s, g, h), rq_h, rk_h, P);
       // out = P' v (5)–(6), written straight into the head's columns.
       const T* P_used = P;
       if (s.dropout > 0) {
@@ -240,9 +244,11 @@ void CpuBackend::attention_backward(const AttentionSpec& s, const Tensor& q, con
       // dS = P ⊙ (dP − D), with D_i = dO_i · O_i (10)–(11).
       for (int64_t i = 0; i < s.tq; ++i) {
         T D = 0;
+#pragma omp simd reduction(+ : D)
         for (int64_t c = 0; c < d; ++c) D += do_h[i * hd.ld + c] * o_h[i * hd.ld + c];
         T* row = dS + i * s.tk;
         const T* p_row = P + i * s.tk;
+#pragma omp simd
         for (int64_t j = 0; j < s.tk; ++j) row[j] = p_row[j] * (row[j] - D);
       }
       if (!s.qknorm) {  // (15): dq = scale dS k, dk = scale dSᵀ q, straight into the outputs
@@ -269,6 +275,7 @@ void CpuBackend::attention_backward(const AttentionSpec& s, const Tensor& q, con
       auto through_norm = [&](const T* x, const T* r, const T* xhat_grad, T* dx, int64_t rows) {
         for (int64_t i = 0; i < rows; ++i) {
           T sq = 0, dot = 0;
+#pragma omp simd reduction(+ : sq, dot)
           for (int64_t c = 0; c < d; ++c) {
             sq += x[i * hd.ld + c] * x[i * hd.ld + c];
             dot += x[i * hd.ld + c] * r[i] * gh * xhat_grad[i * d + c];  // x̂ · x̂̄
