@@ -6,10 +6,9 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 data=${1:-../shared/data/multi30k-en-de}
 [ $# -gt 0 ] && shift
-# The recipe: 3+3 layers, d 256, 4 heads, FFN 1024, dropout 0.3, 8,000 joint subwords,
-# 4,000-token batches, lr 1e-3 after 800 warm-up steps, cosine decay to 0 at 5,000 steps
-# (about 20 epochs), dev BLEU every 500 steps on the whole dev set.
-exec experiments/qknorm_vs_scaled_dot.sh multi30k-en-de "$data" en de 13a \
-  --preset small --layers 3 --d-model 256 --heads 4 --ffn 1024 --dropout 0.3 --vocab-size 8000 \
-  --batch-tokens 4000 --lr 1e-3 --warmup 800 --schedule cosine --max-steps 5000 --max-minutes 0 \
-  --eval-every 500 --eval-sentences 0 --patience 100 "$@"
+# The recipe: as experiments/ted_gl_en.sh (the demo model, dropout 0.2, 4,000 subwords,
+# 3,000-token batches, lr 1.5e-3, 300 warm-up steps, cosine), 2,000 steps (about 4 epochs).
+PARALLEL=1 exec experiments/qknorm_vs_scaled_dot.sh multi30k-en-de "$data" en de 13a \
+  --preset demo --dropout 0.2 --vocab-size 4000 --batch-tokens 3000 --lr 1.5e-3 --warmup 300 \
+  --schedule cosine --max-steps 2000 --max-minutes 0 --eval-every 1000 --eval-sentences 150 \
+  --patience 100 --threads 1 "$@"

@@ -9,7 +9,8 @@
 #     DATA      a directory with train/dev/test.{SRC,TGT} (e.g. ../shared/data/ted-gl-en)
 #     TOKENIZE  BLEU tokenisation: none (pre-tokenised data such as TED) or 13a (raw text)
 #   Environment: SEEDS (default "1 2"), MODES (default "qknorm scaled_dot"), HEATMAPS (test
-#   sentence numbers to draw, default "1 2 3"), QKGRAD_TRANSLATE (the binary).
+#   sentence numbers to draw, default "1 2 3"), PARALLEL=1 (train the modes of a seed at the
+#   same time, each logging to RUN.log; give --threads 1), QKGRAD_TRANSLATE (the binary).
 #
 # A finished (mode, seed) is not trained again (delete its directory to redo it); an
 # interrupted one is resumed (--resume), so the script can be stopped and restarted at will.
@@ -42,35 +43,37 @@ fi
 
 root=experiments/runs/$name
 mkdir -p "$root"
-for mode in $modes; do
-  for seed in $seeds; do
-    run=$root/$mode-seed$seed
-    if [ -f "$run/test.json" ]; then
-      echo "== $run: done already"
-      continue
-    fi
-    start=$(date +%s)
-    if [ -f "$run/checkpoints/last/model.safetensors" ] && [ ! -f "$run/train.done" ]; then
-      echo "== $run: resuming"
-      "$translate" train --run "$run" --resume "$@"
-    elif [ ! -f "$run/train.done" ]; then
-      echo "== $run: training ($mode, seed $seed)"
-      "$translate" train --data "$data" --src "$src" --tgt "$tgt" --run "$run" --attn "$mode" --seed "$seed" \
-        --bleu-tokenize "$tokenize" "$@"
-    fi
-    end=$(date +%s)
-    # Training time of this invocation (a resumed run adds up in metrics.jsonl's elapsed times).
-    [ -f "$run/train.done" ] || echo "$((end - start))" > "$run/train.done"
 
-    echo "== $run: test set"
-    "$translate" eval --run "$run" --split test --tokenize "$tokenize" | tee "$run/test.txt"
-    "$translate" attention-stats --run "$run" --split test --out "$run/attention-stats.jsonl"
-    for k in $heatmaps; do
-      line=$(sed -n "${k}p" "$data/test.$src")
-      "$translate" attention --run "$run" --text "$line" --out "$run/heatmap-$k" >/dev/null
-    done
-    # test.json: the numbers summarize.py reads (BLEU and chrF from eval's output).
-    python3 - "$run" <<'PY'
+# run_one MODE SEED [train options...]: train (or resume), evaluate, collect statistics.
+run_one() {
+  local mode=$1 seed=$2
+  shift 2
+  local run=$root/$mode-seed$seed
+  if [ -f "$run/test.json" ]; then
+    echo "== $run: done already"
+    return 0
+  fi
+  if [ -f "$run/checkpoints/last/model.safetensors" ] && [ ! -f "$run/train.done" ]; then
+    echo "== $run: resuming"
+    "$translate" train --run "$run" --resume "$@"
+  elif [ ! -f "$run/train.done" ]; then
+    echo "== $run: training ($mode, seed $seed)"
+    "$translate" train --data "$data" --src "$src" --tgt "$tgt" --run "$run" --attn "$mode" --seed "$seed" \
+      --bleu-tokenize "$tokenize" "$@"
+  fi
+  touch "$run/train.done"
+
+  echo "== $run: test set"
+  "$translate" eval --run "$run" --split test --tokenize "$tokenize" > "$run/test.txt"
+  cat "$run/test.txt"
+  "$translate" attention-stats --run "$run" --split test --out "$run/attention-stats.jsonl"
+  local k line
+  for k in $heatmaps; do
+    line=$(sed -n "${k}p" "$data/test.$src")
+    "$translate" attention --run "$run" --text "$line" --out "$run/heatmap-$k" >/dev/null
+  done
+  # test.json: the numbers summarize.py reads (BLEU and chrF from eval's output).
+  python3 - "$run" <<'PY'
 import json, re, sys
 run = sys.argv[1]
 text = open(f"{run}/test.txt").read()
@@ -78,11 +81,30 @@ bleu = re.search(r"BLEU = ([0-9.]+)", text)
 chrf = re.search(r"chrF = ([0-9.]+)", text)
 if not bleu or not chrf:
     sys.exit(f"error: no BLEU/chrF in {run}/test.txt")
-seconds = int(open(f"{run}/train.done").read().split()[0])
-json.dump({"bleu": float(bleu.group(1)), "chrf": float(chrf.group(1)), "train_seconds": seconds,
-           "bleu_line": text.splitlines()[1]}, open(f"{run}/test.json", "w"))
+json.dump({"bleu": float(bleu.group(1)), "chrf": float(chrf.group(1)), "bleu_line": text.splitlines()[1]},
+          open(f"{run}/test.json", "w"))
 PY
-  done
+}
+
+for seed in $seeds; do
+  if [ "${PARALLEL:-0}" = 1 ]; then
+    # Every mode of this seed at once, each in the background with its own log; pass --threads 1
+    # so that two runs share 2 cores without oversubscription.
+    pids=()
+    for mode in $modes; do
+      run_one "$mode" "$seed" "$@" > "$root/$mode-seed$seed.log" 2>&1 &
+      pids+=($!)
+    done
+    failed=0
+    for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+    if [ "$failed" -ne 0 ]; then
+      echo "error: a run of seed $seed failed; see $root/*-seed$seed.log" >&2
+      exit 1
+    fi
+    echo "== seed $seed done (logs: $root/*-seed$seed.log)"
+  else
+    for mode in $modes; do run_one "$mode" "$seed" "$@"; done
+  fi
 done
 
 mkdir -p experiments/results

@@ -29,8 +29,9 @@ def load_run(path):
     logs = [m for m in metrics if "train_loss" in m]
     run["best_dev_bleu"] = max((m["dev_bleu"] for m in evals), default=float("nan"))
     run["steps"] = max((m["step"] for m in metrics if "step" in m), default=0)
-    run["elapsed_s"] = max((m["elapsed_s"] for m in metrics if "elapsed_s" in m), default=run["train_seconds"])
+    run["elapsed_s"] = max((m["elapsed_s"] for m in metrics if "elapsed_s" in m), default=0.0)
     run["g_first"] = logs[0].get("g", {}) if logs else {}
+    run["g_first_step"] = logs[0]["step"] if logs else None
     run["g_last"] = logs[-1].get("g", {}) if logs else {}
     run["g_curve"] = [(m["step"], m["g"]) for m in logs if m.get("g")]
     stats_path = os.path.join(path, "attention-stats.jsonl")
@@ -94,7 +95,7 @@ def main(root, name):
     q = [r for _, r in runs.get("qknorm", [])]
     if q:
         modules = sorted(q[0]["g_last"])
-        out.append("| module | g at the first log | g at the end |")
+        out.append(f"| module | g at the first log line (step {q[0]['g_first_step']}) | g at the end |")
         out.append("|---|--:|--:|")
         for mod in modules:
             first = statistics.mean(r["g_first"].get(mod, float("nan")) for r in q)
