@@ -38,7 +38,13 @@ failed=0
 log_dir=$(mktemp -d)
 trap 'rm -rf "$log_dir"' EXIT
 
+# stage NAME: a section header with the time since the start (CI must stay under 30 minutes).
+stage() {
+  printf '== %s  [%d:%02d]\n' "$1" $((SECONDS / 60)) $((SECONDS % 60))
+}
+
 finish() {
+  printf 'total time %d:%02d\n' $((SECONDS / 60)) $((SECONDS % 60))
   echo "$passed passed, $failed failed"
   [ "$failed" -eq 0 ]
   exit
@@ -51,7 +57,7 @@ if ! ensure_packages diatheke sword-text-sparv sword-text-web; then
   finish
 fi
 
-echo "== building (build/)"
+stage "building (build/)"
 if ! configure_and_build build; then
   echo "error: the build failed"
   failed=$((failed + 1))
@@ -59,7 +65,7 @@ if ! configure_and_build build; then
 fi
 
 # ---- Catch2 ----
-echo "== Catch2 suite"
+stage "Catch2 suite"
 build/tests/qkgrad-tests 2>&1 | tee "$log_dir/catch2.log"
 catch_rc=${PIPESTATUS[0]}
 summary=$(grep -E "^(All tests passed|test cases:)" "$log_dir/catch2.log" | tail -n 1)
@@ -78,7 +84,7 @@ if [ "$catch_rc" -ne 0 ] && [ -n "$summary" ] && [[ "$summary" == All* ]]; then
 fi
 
 # ---- qkgrad-gradcheck: one line per op ----
-echo "== qkgrad-gradcheck"
+stage "qkgrad-gradcheck"
 build/examples/qkgrad-gradcheck 2>&1 | tee "$log_dir/gradcheck.log"
 gradcheck_rc=${PIPESTATUS[0]}
 ops_passed=$(grep -cE "^op .* PASS$" "$log_dir/gradcheck.log")
@@ -93,7 +99,7 @@ fi
 # ---- the CUDA build (compiles without a GPU; its tests skip without one) ----
 nvcc_path=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)
 if [ -n "$nvcc_path" ]; then
-  echo "== CUDA build (build-cuda/, nvcc: $nvcc_path)"
+  stage "CUDA build (build-cuda/, nvcc: $nvcc_path)"
   if PATH="$(dirname "$nvcc_path"):$PATH" configure_and_build build-cuda -Dcuda=true >"$log_dir/cuda.log" 2>&1 &&
      build-cuda/tests/qkgrad-tests "[cuda]" >>"$log_dir/cuda.log" 2>&1; then
     grep -E "skipped|All tests passed" "$log_dir/cuda.log" | sort -u
@@ -105,19 +111,19 @@ if [ -n "$nvcc_path" ]; then
     failed=$((failed + 1))
   fi
 else
-  echo "== CUDA build skipped: nvcc not found"
+  stage "CUDA build skipped: nvcc not found"
 fi
 
 # ---- AddressSanitizer + UndefinedBehaviorSanitizer: the whole Catch2 suite and the gradient checks ----
 if [ "$sanitize" -eq 1 ]; then
-  echo "== sanitizers: building build-asan/ (ASan + UBSan, debugoptimized)"
+  stage "sanitizers: building build-asan/ (ASan + UBSan, debugoptimized)"
   # Every report is fatal (halt_on_error), leaks included; a report names the file and line.
   export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1"
   export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
   # Not --werror here: GCC 12 gives false -Wmaybe-uninitialized warnings in libstdc++ under ASan.
   if configure build-asan --buildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false -Dwerror=false \
        >"$log_dir/asan-build.log" 2>&1 && ninja -C build-asan >>"$log_dir/asan-build.log" 2>&1; then
-    echo "== sanitizers: Catch2 suite"
+    stage "sanitizers: Catch2 suite"
     build-asan/tests/qkgrad-tests >"$log_dir/asan.log" 2>&1
     asan_rc=$?
     build-asan/examples/qkgrad-gradcheck >>"$log_dir/asan.log" 2>&1
@@ -141,7 +147,7 @@ fi
 
 # ---- libFuzzer targets (clang) ----
 if [ "$fuzz_seconds" -gt 0 ]; then
-  echo "== fuzzers: ${fuzz_seconds} s each (scripts/fuzz.sh)"
+  stage "fuzzers: ${fuzz_seconds} s each (scripts/fuzz.sh)"
   scripts/fuzz.sh "$fuzz_seconds" 2>&1 | tee "$log_dir/fuzz.log"
   fuzz_rc=${PIPESTATUS[0]}
   fuzz_passed=$(grep -cE "^fuzz .*: PASS" "$log_dir/fuzz.log")
