@@ -12,6 +12,32 @@ namespace qkgrad {
 
 using cpu::dispatch;
 
+namespace {
+
+// Σ term(i) for i < n, deterministic for any thread count: fixed chunks of 4096 terms are
+// summed in parallel (vectorised, accumulating in Acc), then the chunk sums are added in chunk
+// order in double. `term` must capture by value (see map_index in cpu_loops.h).
+template <typename Acc, typename F>
+double chunked_sum(int64_t n, F term) {
+  constexpr int64_t kChunk = 4096;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  std::vector<double> partial(static_cast<std::size_t>(chunks));
+#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
+    const F local = term;
+    Acc s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = begin; i < end; ++i) s += local(i);
+    partial[static_cast<std::size_t>(c)] = static_cast<double>(s);
+  }
+  double total = 0;
+  for (double p : partial) total += p;
+  return total;
+}
+
+}  // namespace
+
 void CpuBackend::sum_axis(const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor& out) {
   dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -54,23 +80,7 @@ void CpuBackend::sum_all(const Tensor& x, Tensor& out) {
   dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* in = x.data<T>();
-    const int64_t n = x.numel();
-    // Fixed-size chunks summed in parallel, then the partial sums added in chunk order (in
-    // double): the same answer for any thread count.
-    constexpr int64_t kChunk = 4096;
-    const int64_t chunks = (n + kChunk - 1) / kChunk;
-    std::vector<double> partial(static_cast<std::size_t>(chunks));
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
-      T s = 0;
-#pragma omp simd reduction(+ : s)
-      for (int64_t i = begin; i < end; ++i) s += in[i];
-      partial[static_cast<std::size_t>(c)] = static_cast<double>(s);
-    }
-    double total = 0;
-    for (double p : partial) total += p;
-    out.data<T>()[0] = static_cast<T>(total);
+    out.data<T>()[0] = static_cast<T>(chunked_sum<T>(x.numel(), [in](int64_t i) { return in[i]; }));
   });
 }
 
@@ -79,20 +89,9 @@ double CpuBackend::sum_of_squares(const Tensor& x) {
   dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* in = x.data<T>();
-    const int64_t n = x.numel();
-    // Fixed chunks, each summed in double, then added in chunk order: thread-count independent.
-    constexpr int64_t kChunk = 4096;
-    const int64_t chunks = (n + kChunk - 1) / kChunk;
-    std::vector<double> partial(static_cast<std::size_t>(chunks));
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
-      double s = 0;
-#pragma omp simd reduction(+ : s)
-      for (int64_t i = begin; i < end; ++i) s += static_cast<double>(in[i]) * static_cast<double>(in[i]);
-      partial[static_cast<std::size_t>(c)] = s;
-    }
-    for (double p : partial) total += p;
+    total = chunked_sum<double>(x.numel(), [in](int64_t i) {
+      return static_cast<double>(in[i]) * static_cast<double>(in[i]);
+    });
   });
   return total;
 }

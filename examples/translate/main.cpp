@@ -51,6 +51,20 @@ constexpr const char* kUsage =
     "  attention      draw the attention of every layer and head for one sentence (SVG)\n"
     "  attention-stats  attention entropy, max probability and saturation of every module on a split\n";
 
+// DATA/SPLIT.SRC and DATA/SPLIT.TGT of a trained run: the languages from its options.json, and
+// DATA from there too unless `data` is given.
+struct SplitFiles {
+  std::string src, tgt;
+};
+SplitFiles split_files_of_run(const std::string& run, std::string data, const std::string& split) {
+  const RunDir rd{run};
+  QKGRAD_CHECK(std::filesystem::is_directory(run), "run directory ", run, " does not exist (train a model first: ",
+               "qkgrad-translate train --run ", run, " ...)");
+  const Json options = Json::parse(read_file(rd.options(), 1 << 20), rd.options());
+  if (data.empty()) data = options.at("data").as_string();
+  return {data + "/" + split + "." + options.at("src").as_string(), data + "/" + split + "." + options.at("tgt").as_string()};
+}
+
 // The lines of --input, or of stdin: the same checks (UTF-8, no NUL bytes) and line endings.
 std::vector<std::string> read_input_lines(const std::string& input) {
   if (!input.empty()) return read_text_lines(input);
@@ -207,14 +221,9 @@ int cmd_eval(int argc, char** argv) {
   args.option("show", "print this many source / reference / translation triples", &show, 0, 1000000);
   args.option("max-length", "the longest source line translated, in subwords (longer ones are an error)", &max_length, 1, 100000);
   if (!args.parse(argc, argv, 2)) return 0;
-  const RunDir rd{run};
-  QKGRAD_CHECK(std::filesystem::is_directory(run), "run directory ", run, " does not exist (train a model first: ",
-               "qkgrad-translate train --run ", run, " ...)");
-  const Json options = Json::parse(read_file(rd.options(), 1 << 20), rd.options());
-  if (data.empty()) data = options.at("data").as_string();
-  const std::string src_lang = options.at("src").as_string(), tgt_lang = options.at("tgt").as_string();
-  const std::string src_path = data + "/" + split + "." + src_lang;
-  const ParallelCorpus corpus = read_parallel(src_path, data + "/" + split + "." + tgt_lang, 1 << 20);
+  const SplitFiles files = split_files_of_run(run, data, split);
+  const std::string& src_path = files.src;
+  const ParallelCorpus corpus = read_parallel(files.src, files.tgt, 1 << 20);
   LoadedModel m = load_trained_model(run);
   const std::vector<std::string> hyps = translate_lines(
       m, corpus.src, beam, [&](std::size_t i) { return cat(src_path, ": sentence pair ", i + 1, " (of the non-empty ones)"); },
@@ -344,13 +353,8 @@ int cmd_attention_stats(int argc, char** argv) {
   args.option("max-length", "skip pairs longer than this many subwords", &max_length, 1, 100000);
   args.option("out", "also write one JSON object per module to this file (JSON lines)", &out);
   if (!args.parse(argc, argv, 2)) return 0;
-  const RunDir rd{run};
-  QKGRAD_CHECK(std::filesystem::is_directory(run), "run directory ", run, " does not exist (train a model first: ",
-               "qkgrad-translate train --run ", run, " ...)");
-  const Json options = Json::parse(read_file(rd.options(), 1 << 20), rd.options());
-  if (data.empty()) data = options.at("data").as_string();
-  const std::string src_lang = options.at("src").as_string(), tgt_lang = options.at("tgt").as_string();
-  const ParallelCorpus corpus = read_parallel(data + "/" + split + "." + src_lang, data + "/" + split + "." + tgt_lang, 1 << 20);
+  const SplitFiles files = split_files_of_run(run, data, split);
+  const ParallelCorpus corpus = read_parallel(files.src, files.tgt, 1 << 20);
   LoadedModel m = load_trained_model(run);
   std::vector<Pair> pairs;
   int64_t skipped = 0;
