@@ -47,7 +47,9 @@ void CpuBackend::fill_uniform(Tensor& out, double low, double high, RandomStream
     for_each_block(out.data<T>(), out.numel(), [&](int64_t b, double* v) {
       double u[4] = {0, 0, 0, 0};
       block_uniforms<T>(rs, b, u);
-      for (int s = 0; s < 4; ++s) v[s] = low + (high - low) * u[s];
+      // Written as fused multiply-adds so the value does not depend on whether the compiler
+      // contracts a·b + c (-march=native does); the CUDA kernel computes the same fma.
+      for (int s = 0; s < 4; ++s) v[s] = std::fma(high - low, u[s], low);
     });
   });
 }
@@ -62,8 +64,8 @@ void CpuBackend::fill_normal(Tensor& out, double mean, double stddev, RandomStre
       for (int pair = 0; pair < (sizeof(T) == 4 ? 2 : 1); ++pair) {
         const double r = std::sqrt(-2.0 * std::log(u[2 * pair]));
         const double theta = 2.0 * std::numbers::pi * u[2 * pair + 1];
-        v[2 * pair] = mean + stddev * r * std::cos(theta);
-        v[2 * pair + 1] = mean + stddev * r * std::sin(theta);
+        v[2 * pair] = std::fma(stddev * r, std::cos(theta), mean);  // fma: as in the uniforms
+        v[2 * pair + 1] = std::fma(stddev * r, std::sin(theta), mean);
       }
     });
   });
