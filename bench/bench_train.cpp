@@ -5,7 +5,14 @@
 // Inputs are random token ids from a seed, every sentence of the same length; padding masks are
 // built and applied anyway (all lengths full). After --warmup-steps untimed steps, --steps timed
 // ones; prints the median / min / max milliseconds per step, target tokens per second, the
-// achieved GFLOP/s of the matrix products, and the peak resident memory.
+// achieved GFLOP/s of the matrix products, the peak resident memory, and the system allocations
+// and page faults per step.
+//
+// --device cuda runs the step on the GPU (the model, the batch and the optimizer state live
+// there). A step ends by reading the loss value back to the host, which waits until the GPU has
+// finished everything queued before it (one stream: see backends/cuda/cuda_backend.h), so each
+// timed step includes all of its GPU work. The memory reported is then the peak of the CUDA
+// caching allocator (bytes handed out to tensors) instead of the process's resident memory.
 //
 // FLOPs: every matrix product counts 2·m·n·k, times 3 for forward + backward (the backward does
 // two products of the same size). Per step, with BS = B·S source and BT = B·T target tokens:
@@ -37,6 +44,7 @@ struct Options {
   int64_t layers = 3, d_model = 256, heads = 4, ffn = 1024, vocab = 8000, batch = 32, src_len = 40, tgt_len = 40;
   int64_t steps = 10, warmup_steps = 2, threads = 0;
   std::string attn = "qknorm";
+  std::string device = "cpu";
   double dropout = 0.0;
   bool json = false;
 };
@@ -45,7 +53,7 @@ void usage(std::FILE* out) {
   std::fprintf(out,
                "usage: qkgrad-bench [--layers N] [--d-model N] [--heads N] [--ffn N] [--vocab N] [--batch N]\n"
                "                    [--src-len N] [--tgt-len N] [--steps N] [--warmup-steps N] [--threads N]\n"
-               "                    [--attn qknorm|scaled_dot] [--dropout P] [--json]\n"
+               "                    [--attn qknorm|scaled_dot] [--dropout P] [--device cpu|cuda] [--json]\n"
                "  defaults: config A = 3 layers, d 256, 4 heads, ffn 1024, vocab 8000, 32 sentences x 40 tokens\n");
 }
 
@@ -112,6 +120,12 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "qkgrad-bench: --dropout must be in [0, 1)\n");
         return 2;
       }
+    } else if (arg == "--device") {
+      o.device = next();
+      if (o.device != "cpu" && o.device != "cuda") {
+        std::fprintf(stderr, "qkgrad-bench: --device must be cpu or cuda\n");
+        return 2;
+      }
     } else if (arg == "--json") o.json = true;
     else if (arg == "--help" || arg == "-h") {
       usage(stdout);
@@ -121,6 +135,13 @@ int main(int argc, char** argv) {
       usage(stderr);
       return 2;
     }
+  }
+  const Device device = o.device == "cuda" ? Device::cuda : Device::cpu;
+  try {
+    (void)backend(device);  // cuda without CUDA support or without a GPU: says why, at once
+  } catch (const Error& e) {
+    std::fprintf(stderr, "qkgrad-bench: %s\n", e.what());
+    return 2;
   }
   try {
     if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
@@ -134,29 +155,36 @@ int main(int argc, char** argv) {
     c.qknorm_length = static_cast<double>(std::max(o.src_len, o.tgt_len));
     c.dropout = c.attention_dropout = c.ffn_dropout = o.dropout;
     c.word_dropout = 0;
-    Seq2SeqTransformer model(c);
+    Seq2SeqTransformer model(c, device);
     Adam opt(model.named_parameters(), AdamOptions{});
     Generator data(42, 9);
     // Token ids in [4, vocab): no special tokens inside the sentences.
     auto random_ids = [&](int64_t rows, int64_t cols) {
       std::vector<int64_t> ids(static_cast<std::size_t>(rows * cols));
       for (auto& id : ids) id = 4 + static_cast<int64_t>(data.next_below(static_cast<uint64_t>(o.vocab - 4)));
-      return Tensor::from_ids(ids, {rows, cols});
+      return Tensor::from_ids(ids, {rows, cols}, device);
     };
     const Tensor src = random_ids(o.batch, o.src_len), tgt_in = random_ids(o.batch, o.tgt_len), tgt_out = random_ids(o.batch, o.tgt_len);
     const std::vector<int64_t> src_lengths(static_cast<std::size_t>(o.batch), o.src_len);
     const std::vector<int64_t> tgt_lengths(static_cast<std::size_t>(o.batch), o.tgt_len);
     const std::vector<Tensor> params = model.parameters();
+    // One training step; returns the loss per target token. Reading it at the end (a copy to
+    // the host on the default stream) waits for the whole step, Adam included, on a GPU.
     auto step = [&] {
       opt.zero_grad();
       const Tensor logits = model.forward(src, src_lengths, tgt_in, tgt_lengths);
       const LossSum loss = cross_entropy(logits, tgt_out, 0.1, c.pad_id);
-      (loss.sum / static_cast<double>(loss.tokens)).backward();
+      const Tensor per_token = loss.sum / static_cast<double>(loss.tokens);
+      per_token.backward();
       clip_grad_norm(params, 1.0);
       opt.step();
+      return per_token.item();
     };
+    // Copying a tensor to the host waits for the set-up's GPU work (the initial values) too.
+    (void)params.front().detach().to(Device::cpu);
     for (int64_t i = 0; i < o.warmup_steps; ++i) step();
-    const AllocatorStats before = backend(Device::cpu).allocator_stats();
+    Backend& be = backend(device);
+    const AllocatorStats before = be.allocator_stats();
     rusage ru_before{};
     getrusage(RUSAGE_SELF, &ru_before);
     std::vector<double> ms;
@@ -167,7 +195,7 @@ int main(int argc, char** argv) {
     }
     rusage ru_after{};
     getrusage(RUSAGE_SELF, &ru_after);
-    const AllocatorStats after = backend(Device::cpu).allocator_stats();
+    const AllocatorStats after = be.allocator_stats();
     std::vector<double> sorted = ms;
     std::sort(sorted.begin(), sorted.end());
     const double median = sorted[sorted.size() / 2];
@@ -175,24 +203,30 @@ int main(int argc, char** argv) {
     const double gflops = flops_per_step(o) / (median / 1000.0) / 1e9;
     const double faults_per_step = static_cast<double>(ru_after.ru_minflt - ru_before.ru_minflt) / static_cast<double>(o.steps);
     const uint64_t mallocs = after.system_allocations - before.system_allocations;
+    // The CPU: the process's peak resident memory. A GPU: the device allocator's peak.
+    const bool on_gpu = device == Device::cuda;
+    const double peak_mb = on_gpu ? static_cast<double>(after.peak_bytes_in_use) / (1 << 20) : peak_rss_mb();
+    const char* peak_key = on_gpu ? "peak_device_mb" : "peak_rss_mb";
+    const char* peak_label = on_gpu ? "peak device memory" : "peak RSS";
     if (o.json) {
       std::printf("{\"framework\": \"qkgrad\", \"layers\": %ld, \"d_model\": %ld, \"heads\": %ld, \"ffn\": %ld, \"vocab\": %ld, "
-                  "\"batch\": %ld, \"src_len\": %ld, \"tgt_len\": %ld, \"attn\": \"%s\", \"dropout\": %g, \"threads\": %d, "
+                  "\"batch\": %ld, \"src_len\": %ld, \"tgt_len\": %ld, \"attn\": \"%s\", \"dropout\": %g, \"device\": \"%s\", \"threads\": %d, "
                   "\"median_ms\": %.3f, \"min_ms\": %.3f, \"max_ms\": %.3f, \"tgt_tokens_per_s\": %.1f, \"gflops\": %.2f, "
-                  "\"peak_rss_mb\": %.1f, \"system_allocations_per_step\": %.2f, \"page_faults_per_step\": %.1f}\n",
+                  "\"%s\": %.1f, \"system_allocations_per_step\": %.2f, \"page_faults_per_step\": %.1f}\n",
                   static_cast<long>(o.layers), static_cast<long>(o.d_model), static_cast<long>(o.heads), static_cast<long>(o.ffn),
                   static_cast<long>(o.vocab), static_cast<long>(o.batch), static_cast<long>(o.src_len), static_cast<long>(o.tgt_len),
-                  o.attn.c_str(), o.dropout, num_threads(), median, sorted.front(), sorted.back(), tokens_per_s, gflops, peak_rss_mb(),
-                  static_cast<double>(mallocs) / static_cast<double>(o.steps), faults_per_step);
+                  o.attn.c_str(), o.dropout, o.device.c_str(), num_threads(), median, sorted.front(), sorted.back(), tokens_per_s,
+                  gflops, peak_key, peak_mb, static_cast<double>(mallocs) / static_cast<double>(o.steps), faults_per_step);
     } else {
-      std::printf("qkgrad training step: %ld+%ld layers, d %ld, %ld heads, ffn %ld, vocab %ld, %ld x %ld/%ld tokens, %s, dropout %g, %d threads\n",
+      std::printf("qkgrad training step: %ld+%ld layers, d %ld, %ld heads, ffn %ld, vocab %ld, %ld x %ld/%ld tokens, %s, dropout %g, "
+                  "on %s, %d threads\n",
                   static_cast<long>(o.layers), static_cast<long>(o.layers), static_cast<long>(o.d_model), static_cast<long>(o.heads),
                   static_cast<long>(o.ffn), static_cast<long>(o.vocab), static_cast<long>(o.batch), static_cast<long>(o.src_len),
-                  static_cast<long>(o.tgt_len), o.attn.c_str(), o.dropout, num_threads());
+                  static_cast<long>(o.tgt_len), o.attn.c_str(), o.dropout, o.device.c_str(), num_threads());
       std::printf("ms per step: median %.2f  min %.2f  max %.2f  (%ld steps after %ld warm-up)\n", median, sorted.front(),
                   sorted.back(), static_cast<long>(o.steps), static_cast<long>(o.warmup_steps));
-      std::printf("target tokens/s %.0f   matmul GFLOP/s %.1f (%.2f GFLOP per step)   peak RSS %.0f MB\n", tokens_per_s, gflops,
-                  flops_per_step(o) / 1e9, peak_rss_mb());
+      std::printf("target tokens/s %.0f   matmul GFLOP/s %.1f (%.2f GFLOP per step)   %s %.0f MB\n", tokens_per_s, gflops,
+                  flops_per_step(o) / 1e9, peak_label, peak_mb);
       std::printf("steady state: %.2f system allocations and %.1f page faults per step\n",
                   static_cast<double>(mallocs) / static_cast<double>(o.steps), faults_per_step);
     }

@@ -355,7 +355,7 @@ void load_model_weights(const std::string& dir, Seq2SeqTransformer& model) {
     QKGRAD_CHECK(t.shape() == p.shape(), path, ": tensor '", name, "' has shape ", t.shape(), " but the model's is ", p.shape());
     QKGRAD_CHECK(is_floating(t.dtype()), path, ": tensor '", name, "' is ", dtype_name(t.dtype()), "; parameters are f32 or f64");
     Tensor target = p;
-    target.copy_(t);  // converts f32 <-> f64 if the model's dtype differs from the file's
+    target.copy_(t);  // host -> the model's device; converts f32 <-> f64 if the dtypes differ
     by_name.erase(it);
   }
   QKGRAD_CHECK(by_name.empty(), path, ": tensor '", by_name.empty() ? "" : by_name.begin()->first,

@@ -42,7 +42,9 @@ Json config_to_json(const TransformerConfig& config);
 // Validates every field; `source` names the file in errors.
 TransformerConfig config_from_json(const Json& json, const std::string& source);
 
-// Writes DIR atomically (see above). trainer may be null (a model-only checkpoint).
+// Writes DIR atomically (see above). trainer may be null (a model-only checkpoint). Tensors on
+// a GPU are copied to the host one at a time as they are written; the files do not record a
+// device, so a checkpoint saved from one device loads on any other.
 void save_checkpoint(const std::string& dir, const Seq2SeqTransformer& model, const TrainerState* trainer);
 
 // DIR/config.json, validated.
@@ -50,10 +52,12 @@ TransformerConfig load_checkpoint_config(const std::string& dir);
 
 // Copies the weights of DIR into `model`. Checks the architecture in config.json against the
 // model's, then every name, shape and dtype; the first mismatch is an Error naming the file,
-// the tensor and both values.
+// the tensor and both values. The weights are read on the host and copied onto the model's
+// device (Seq2SeqTransformer::device()).
 void load_model_weights(const std::string& dir, Seq2SeqTransformer& model);
 
-// DIR/trainer.safetensors (which must come from the same save as the model).
+// DIR/trainer.safetensors (which must come from the same save as the model). The state tensors
+// are on the host; Optimizer::load_state copies them onto the parameters' device.
 TrainerState load_trainer_state(const std::string& dir);
 
 bool checkpoint_exists(const std::string& dir);

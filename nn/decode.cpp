@@ -16,7 +16,9 @@ std::vector<std::vector<int64_t>> greedy_decode(Seq2SeqTransformer& model, const
   std::vector<bool> done(static_cast<std::size_t>(batch), false);
   std::vector<int64_t> previous(static_cast<std::size_t>(batch), c.bos_id);
   for (int64_t step = 0; step < max_len; ++step) {
-    const std::vector<double> logits = model.decode_step(state, Tensor::from_ids(previous, {batch})).to_vector();
+    // The previous tokens go to the model's device; the logits come back to the host.
+    const Tensor tokens = Tensor::from_ids(previous, {batch}, model.device());
+    const std::vector<double> logits = model.decode_step(state, tokens).to_vector();
     bool all_done = true;
     for (int64_t b = 0; b < batch; ++b) {
       const double* row = logits.data() + b * c.vocab;

@@ -8,8 +8,9 @@
 
 namespace qkgrad {
 
-// For each row of src [B, S]: the most likely token at every step, starting from bos, until eos
-// (not included) or max_len tokens. Runs under NoGradGuard; put the model in eval mode first.
+// For each row of src [B, S] (on the model's device): the most likely token at every step,
+// starting from bos, until eos (not included) or max_len tokens. Runs under NoGradGuard; put the
+// model in eval mode first.
 std::vector<std::vector<int64_t>> greedy_decode(Seq2SeqTransformer& model, const Tensor& src,
                                                 const std::vector<int64_t>& src_lengths, int64_t max_len);
 

@@ -62,7 +62,7 @@ void Optimizer::load_state(const std::vector<NamedTensor>& tensors, int64_t step
     QKGRAD_CHECK(tensors[i].first == mine[i].first && tensors[i].second.shape() == mine[i].second.shape(),
                  "optimizer: state tensor ", i, " is '", tensors[i].first, "' ", tensors[i].second.shape(),
                  " in the checkpoint but '", mine[i].first, "' ", mine[i].second.shape(), " here");
-    mine[i].second.copy_(tensors[i].second);
+    mine[i].second.copy_(tensors[i].second);  // e.g. from the host (a checkpoint) to the GPU
   }
   steps_ = steps;
 }

@@ -27,14 +27,16 @@ class Optimizer {
 
   // The state to checkpoint: tensors named "<kind>.<parameter name>" (e.g. "exp_avg.decoder.norm.g").
   virtual std::vector<NamedTensor> state_tensors() const = 0;
-  // Restores state_tensors() and the step count; names and shapes must match.
+  // Restores state_tensors() and the step count; names and shapes must match. The tensors may
+  // be on any device: they are copied onto the parameters' device.
   void load_state(const std::vector<NamedTensor>& tensors, int64_t steps);
 
   const std::vector<NamedTensor>& params() const { return params_; }
 
  protected:
   virtual void update(std::size_t index, Tensor& param, const Tensor& grad) = 0;
-  // The state tensor for parameter `index` of the given kind, created as zeros on first use.
+  // The state tensor for parameter `index` of the given kind, created as zeros on first use
+  // (with the parameter's dtype, on its device).
   Tensor& state(std::vector<Tensor>& slots, std::size_t index);
 
   std::vector<NamedTensor> params_;

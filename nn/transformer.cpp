@@ -94,11 +94,11 @@ Tensor DecoderLayer::forward_step(const Tensor& y_step, KVCache& cache, const Mu
 
 // ---- the whole model ----
 
-Seq2SeqTransformer::Seq2SeqTransformer(const TransformerConfig& c)
+Seq2SeqTransformer::Seq2SeqTransformer(const TransformerConfig& c, Device device)
     : config_((c.validate(), c)),
       init_gen_(c.seed, /*stream=*/1),
       dropout_gen_(c.seed, /*stream=*/2),
-      init_{init_gen_, c.dtype, Device::cpu},
+      init_{init_gen_, c.dtype, device},
       embedding(c.vocab, c.d_model, c.fixnorm, init_) {
   register_module("embedding", embedding);
   for (int64_t i = 0; i < c.encoder_layers; ++i) {
@@ -118,9 +118,15 @@ Seq2SeqTransformer::Seq2SeqTransformer(const TransformerConfig& c)
 Tensor Seq2SeqTransformer::positions(int64_t first, int64_t count) {
   if (!position_table_.defined() || position_table_.size(0) < first + count) {
     const int64_t rows = std::max<int64_t>(first + count, 2 * (position_table_.defined() ? position_table_.size(0) : 64));
-    position_table_ = sinusoidal_positions(rows, config_.d_model, config_.dtype);
+    position_table_ = sinusoidal_positions(rows, config_.d_model, config_.dtype, device());
   }
   return slice(position_table_, 0, first, first + count);  // [count, D]
+}
+
+void Seq2SeqTransformer::check_on_device(const char* what, const Tensor& ids) const {
+  QKGRAD_CHECK(ids.device() == device(), "Seq2SeqTransformer: ", what, " (", describe(ids),
+               ") is not on the model's device, ", device_name(device()),
+               "; create it there, or move it with .to(Device::", device_name(device()), ")");
 }
 
 Tensor Seq2SeqTransformer::embed_with_positions(const Tensor& ids, int64_t first_position) {
@@ -134,6 +140,7 @@ Tensor Seq2SeqTransformer::embed_with_positions(const Tensor& ids, int64_t first
 
 Tensor Seq2SeqTransformer::encode(const Tensor& src, const std::vector<int64_t>& src_lengths) {
   QKGRAD_CHECK(src.rank() == 2, "Seq2SeqTransformer::encode: src must be [B, S] token ids, got ", src.shape());
+  check_on_device("src", src);
   Tensor x = embed_with_positions(src, 0);
   for (const auto& layer : encoder_layers) x = layer->forward(x, src_lengths, dropout_gen_);
   return encoder_norm->forward(x);  // [B, S, D]
@@ -143,6 +150,7 @@ Tensor Seq2SeqTransformer::forward(const Tensor& src, const std::vector<int64_t>
                                    const Tensor& tgt_in, const std::vector<int64_t>& tgt_lengths) {
   QKGRAD_CHECK(tgt_in.rank() == 2 && tgt_in.size(0) == src.size(0), "Seq2SeqTransformer: tgt_in ",
                tgt_in.shape(), " must be [B, T] with the batch size of src ", src.shape());
+  check_on_device("tgt_in", tgt_in);
   const Tensor memory = encode(src, src_lengths);
   Tensor y = embed_with_positions(tgt_in, 0);
   for (const auto& layer : decoder_layers) {
@@ -164,6 +172,7 @@ Seq2SeqTransformer::DecodeState Seq2SeqTransformer::start_decoding(const Tensor&
 
 Tensor Seq2SeqTransformer::decode_step(DecodeState& state, const Tensor& tokens) {
   QKGRAD_CHECK(tokens.rank() == 1, "decode_step: tokens must be [B], got ", tokens.shape());
+  check_on_device("tokens", tokens);
   Tensor y = embed_with_positions(tokens.reshape({tokens.size(0), 1}), state.step);  // [B, 1, D]
   for (std::size_t i = 0; i < decoder_layers.size(); ++i) {
     y = decoder_layers[i]->forward_step(y, state.self[i], state.cross[i], dropout_gen_);
@@ -175,7 +184,8 @@ Tensor Seq2SeqTransformer::decode_step(DecodeState& state, const Tensor& tokens)
 
 void Seq2SeqTransformer::reorder(DecodeState& state, const Tensor& rows) const {
   NoGradGuard no_grad;
-  const std::vector<int64_t> ids = rows.to_ids();
+  check_on_device("rows", rows);
+  const std::vector<int64_t> ids = rows.to_ids();  // on the host, for the key lengths
   for (auto& cache : state.self) cache.select_rows(rows);
   for (auto& m : state.cross) {
     m.k = index_select(m.k, 0, rows);

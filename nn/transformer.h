@@ -70,7 +70,14 @@ class DecoderLayer : public Module {
 
 class Seq2SeqTransformer : public Module {
  public:
-  explicit Seq2SeqTransformer(const TransformerConfig& config);
+  // Every parameter is created on `device` (the initial values are the same on every device).
+  // The device is not part of the config, nor of a checkpoint: a model trained on one device
+  // loads on another.
+  explicit Seq2SeqTransformer(const TransformerConfig& config, Device device = Device::cpu);
+
+  // Where the parameters live. Every tensor given to the model (token ids, beam-search rows)
+  // must be on this device too; what the model makes itself (positions, caches) is.
+  Device device() const { return init_.device; }
 
   // Teacher forcing. src [B, S], tgt_in [B, T]: i64 ids padded with pad_id; the lengths count
   // the real tokens of each row. Returns logits [B, T, V].
@@ -88,7 +95,7 @@ class Seq2SeqTransformer : public Module {
                              int64_t max_steps);
   // tokens [B] (i64): the previous output token of each row -> logits [B, V] for the next one.
   Tensor decode_step(DecodeState& state, const Tensor& tokens);
-  // Keeps rows[i] of every cached tensor as row i (beam search).
+  // Keeps rows[i] of every cached tensor as row i (beam search); rows: i64 on the model's device.
   void reorder(DecodeState& state, const Tensor& rows) const;
 
   const TransformerConfig& config() const { return config_; }
@@ -100,6 +107,8 @@ class Seq2SeqTransformer : public Module {
  private:
   Tensor embed_with_positions(const Tensor& ids, int64_t first_position);
   Tensor positions(int64_t first, int64_t count);  // sinusoidal rows [count, D]
+  // Throws a clear Error when `ids` (named `what` in it) is not on the model's device.
+  void check_on_device(const char* what, const Tensor& ids) const;
 
   TransformerConfig config_;
   Generator init_gen_;
@@ -114,7 +123,7 @@ class Seq2SeqTransformer : public Module {
   std::unique_ptr<NormLayer> decoder_norm;
 
  private:
-  Tensor position_table_;  // grown on demand
+  Tensor position_table_;  // grown on demand, on the model's device
 };
 
 }  // namespace qkgrad

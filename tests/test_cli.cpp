@@ -13,7 +13,9 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <vector>
 
+#include "backends/backend.h"
 #include "cli_helpers.h"
 #include "core/error.h"
 #include "nn/checkpoint.h"
@@ -152,4 +154,81 @@ TEST_CASE("attention-stats: one line per attention module, printed and as JSON l
   r = run("attention-stats --run " + tmp / "nope");
   CHECK(r.status == 1);
   CHECK(r.output.find("does not exist") != std::string::npos);
+}
+
+TEST_CASE("--device: cpu works as before; cuda where CUDA cannot run is a usage error that creates nothing",
+          "[cli][errors]") {
+  TempDir tmp;
+  write_corpus(tmp.path, 200);
+  const std::string base = "train --data " + tmp.path +
+                           " --preset tiny --vocab-size 30 --max-steps 10 --eval-every 100000 --threads 1";
+  const std::vector<std::string> model_commands = {"train", "translate", "eval", "grads", "attention",
+                                                   "attention-stats"};
+  for (const std::string& command : model_commands) {
+    const Result r = run(command + " --help");
+    INFO(command << ": " << r.output);
+    CHECK(r.output.find("--device cpu|cuda") != std::string::npos);
+  }
+
+  // The argument parser refuses anything but cpu and cuda.
+  Result r = run(base + " --run " + tmp / "bad" + " --device nonsense");
+  INFO(r.output);
+  CHECK(r.status == 2);
+  CHECK(r.output.find("--device must be one of cpu|cuda, got 'nonsense'") != std::string::npos);
+  CHECK_FALSE(fs::exists(tmp / "bad"));
+
+  // cuda without CUDA support (or, in a CUDA build, without a GPU): the backend's explanation,
+  // at once, with the status of a bad option, and no run directory.
+  if (!qkgrad::cuda_available()) {
+    const std::string why = qkgrad::cuda_info().built
+                                ? "qkgrad was built with CUDA but this machine cannot run it"
+                                : "device cuda: qkgrad was built without CUDA support; reconfigure with";
+    r = run(base + " --run " + tmp / "gpu" + " --device cuda");
+    INFO(r.output);
+    CHECK(r.status == 2);
+    CHECK(r.output.find("qkgrad-translate train: ") != std::string::npos);
+    CHECK(r.output.find(why) != std::string::npos);
+    CHECK_FALSE(fs::exists(tmp / "gpu"));
+    const std::string gpu_run = " --run " + tmp / "gpu";
+    for (const std::string& args : {"translate" + gpu_run, "eval" + gpu_run, "attention-stats" + gpu_run,
+                                    "attention" + gpu_run + " --text uno",
+                                    "grads" + gpu_run + " --src x --tgt x --out " + tmp / "out"}) {
+      r = run(args + " --device cuda");
+      INFO(args << ": " << r.output);
+      CHECK(r.status == 2);
+      CHECK(r.output.find(why) != std::string::npos);
+      CHECK_FALSE(fs::exists(tmp / "gpu"));
+      CHECK_FALSE(fs::exists(tmp / "out"));
+    }
+  }
+
+  // --device cpu: the default, recorded in options.json.
+  r = run(base + " --run " + tmp / "run" + " --device cpu");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("attention, on cpu;") != std::string::npos);
+  const qkgrad::Json options = qkgrad::Json::parse(read(tmp / "run/options.json"), "options.json");
+  CHECK(options.at("device").as_string() == "cpu");
+  write(tmp / "in.txt", "uno dos\ntres\n");
+  const Result plain = run("translate --run " + tmp / "run" + " --input " + tmp / "in.txt");
+  const Result on_cpu = run("translate --run " + tmp / "run" + " --input " + tmp / "in.txt" + " --device cpu");
+  REQUIRE(plain.status == 0);
+  REQUIRE(on_cpu.status == 0);
+  CHECK(on_cpu.output == plain.output);
+  r = run("eval --run " + tmp / "run" + " --split test --device cpu");
+  CHECK(r.status == 0);
+  r = run("attention-stats --run " + tmp / "run" + " --split test --sentences 20 --device cpu");
+  CHECK(r.status == 0);
+
+  // The device is not part of the model: a run whose options.json says it was trained on a GPU
+  // resumes (and translates) on the CPU.
+  qkgrad::Json trained_on_gpu = options;
+  trained_on_gpu.set("device", std::string("cuda"));
+  write(tmp / "run/options.json", trained_on_gpu.dump(2) + "\n");
+  r = run("train --data " + tmp.path + " --run " + tmp / "run" +
+          " --preset tiny --vocab-size 30 --max-steps 12 --eval-every 100000 --threads 1 --device cpu --resume");
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("resumed from") != std::string::npos);
+  CHECK(qkgrad::load_trainer_state(tmp / "run/checkpoints/last").get_int("step") == 12);
 }

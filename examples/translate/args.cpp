@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "backends/backend.h"
+
 namespace qkgrad::translate {
 
 Args::Args(std::string program, std::string summary) : program_(std::move(program)), summary_(std::move(summary)) {}
@@ -124,6 +126,17 @@ std::string Args::help() const {
   }
   out << "  --help                    this text\n";
   return out.str();
+}
+
+Device parse_device(const std::string& program, const std::string& name) {
+  if (name == "cpu") return Device::cpu;
+  if (name != "cuda") throw UsageError(cat(program, ": --device must be cpu or cuda, got '", name, "'"));
+  try {
+    (void)backend(Device::cuda);  // throws, saying why, without CUDA support or without a GPU
+  } catch (const Error& e) {
+    throw UsageError(cat(program, ": ", e.what()));
+  }
+  return Device::cuda;
 }
 
 }  // namespace qkgrad::translate

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/error.h"
 
 namespace qkgrad::translate {
@@ -42,5 +43,14 @@ class Args {
   std::string program_, summary_;
   std::vector<Option> options_;
 };
+
+// The choices of every --device option, and its help text.
+inline const std::vector<std::string> kDeviceChoices = {"cpu", "cuda"};
+inline constexpr const char* kDeviceHelp = "where the model runs (cuda: needs a CUDA build and a GPU)";
+
+// The device named by a --device value (one of kDeviceChoices), checked before any work starts:
+// cuda in a build without CUDA, or on a machine without a usable GPU, is a UsageError that
+// starts with `program` and carries the backend's explanation.
+Device parse_device(const std::string& program, const std::string& name);
 
 }  // namespace qkgrad::translate

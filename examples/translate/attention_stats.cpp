@@ -17,9 +17,10 @@ struct Accumulator {
   int64_t rows = 0, norm_rows = 0, saturated = 0;
   double entropy = 0, norm_entropy = 0, max_prob = 0;
 
-  // probs [B, H, Tq, Tk] (float32 or float64, on the CPU): rows i < query_lengths[b] count.
+  // probs [B, H, Tq, Tk] (float32 or float64, on any device): rows i < query_lengths[b] count.
   void add(const Tensor& probs, const std::vector<int64_t>& query_lengths) {
-    const Tensor p = probs.dtype() == DType::f64 ? probs : probs.to(DType::f64);
+    const Tensor host = probs.to(Device::cpu);  // read element by element below
+    const Tensor p = host.dtype() == DType::f64 ? host : host.to(DType::f64);
     const double* data = p.data<double>();
     const int64_t B = p.size(0), H = p.size(1), Tq = p.size(2), Tk = p.size(3);
     for (int64_t b = 0; b < B; ++b) {
@@ -73,7 +74,7 @@ std::vector<ModuleAttentionStats> attention_statistics(Seq2SeqTransformer& model
   std::vector<Accumulator> acc(watched.size());
   const BatchPlan plan(pairs, batch_tokens);
   for (int64_t k = 0; k < plan.batches_per_epoch(); ++k) {
-    const Batch b = make_batch(pairs, plan.group(k));
+    const Batch b = make_batch(pairs, plan.group(k), model.device());
     NoGradGuard no_grad;
     model.forward(b.src, b.src_lengths, b.tgt_in, b.tgt_lengths);  // teacher forcing
     for (std::size_t m = 0; m < watched.size(); ++m) {

@@ -9,7 +9,8 @@
 
 namespace qkgrad::translate {
 
-Batch make_batch(const std::vector<Pair>& pairs, const std::vector<int64_t>& indices, SpecialIds ids) {
+Batch make_batch(const std::vector<Pair>& pairs, const std::vector<int64_t>& indices, Device device,
+                 SpecialIds ids) {
   QKGRAD_CHECK(!indices.empty(), "make_batch: no pairs");
   Batch b;
   b.indices = indices;
@@ -36,9 +37,9 @@ Batch make_batch(const std::vector<Pair>& pairs, const std::vector<int64_t>& ind
     b.src_tokens += ns + 1;
     b.tgt_tokens += nt + 1;
   }
-  b.src = Tensor::from_ids(src, {B, S});
-  b.tgt_in = Tensor::from_ids(tin, {B, T});
-  b.tgt_out = Tensor::from_ids(tout, {B, T});
+  b.src = Tensor::from_ids(src, {B, S}, device);
+  b.tgt_in = Tensor::from_ids(tin, {B, T}, device);
+  b.tgt_out = Tensor::from_ids(tout, {B, T}, device);
   return b;
 }
 

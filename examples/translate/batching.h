@@ -19,7 +19,7 @@ struct Pair {
 };
 
 struct Batch {
-  Tensor src;                       // [B, S]: src ids + eos, padded with pad_id
+  Tensor src;                       // [B, S]: src ids + eos, padded with pad_id (i64)
   Tensor tgt_in;                    // [B, T]: bos + tgt ids
   Tensor tgt_out;                   // [B, T]: tgt ids + eos
   std::vector<int64_t> src_lengths, tgt_lengths;
@@ -31,8 +31,9 @@ struct SpecialIds {
   int64_t pad = 0, bos = 1, eos = 2;
 };
 
-// Pads a group of pairs into one batch.
-Batch make_batch(const std::vector<Pair>& pairs, const std::vector<int64_t>& indices, SpecialIds ids = {});
+// Pads a group of pairs into one batch, whose id tensors are created on `device` (the model's).
+Batch make_batch(const std::vector<Pair>& pairs, const std::vector<int64_t>& indices,
+                 Device device = Device::cpu, SpecialIds ids = {});
 
 class BatchPlan {
  public:

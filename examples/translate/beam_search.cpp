@@ -55,12 +55,14 @@ std::vector<std::vector<int64_t>> beam_search(Seq2SeqTransformer& model, const s
     max_len.push_back(static_cast<int64_t>(s.size()) + o.max_extra);
   }
   const int64_t steps = *std::max_element(max_len.begin(), max_len.end());
-  const Tensor memory = model.encode(Tensor::from_ids(src, {B, S}), lengths);  // [B, S, D]
+  // Every id tensor goes to the model's device; only the log-probabilities come back.
+  const Device device = model.device();
+  const Tensor memory = model.encode(Tensor::from_ids(src, {B, S}, device), lengths);  // [B, S, D]
   auto state = model.start_decoding(memory, lengths, steps + 1);
   // Expand every sentence to K rows: row b·K + k is beam k of sentence b.
   std::vector<int64_t> rows(static_cast<std::size_t>(B * K));
   for (int64_t r = 0; r < B * K; ++r) rows[static_cast<std::size_t>(r)] = r / K;
-  model.reorder(state, Tensor::from_ids(rows, {B * K}));
+  model.reorder(state, Tensor::from_ids(rows, {B * K}, device));
 
   std::vector<std::vector<Hypothesis>> live(static_cast<std::size_t>(B), std::vector<Hypothesis>(static_cast<std::size_t>(K)));
   std::vector<std::vector<std::pair<double, std::vector<int64_t>>>> finished(static_cast<std::size_t>(B));
@@ -69,8 +71,8 @@ std::vector<std::vector<int64_t>> beam_search(Seq2SeqTransformer& model, const s
   std::vector<int64_t> previous(static_cast<std::size_t>(B * K), c.bos_id);
 
   for (int64_t t = 0; t < steps; ++t) {
-    const Tensor logits = model.decode_step(state, Tensor::from_ids(previous, {B * K}));  // [B·K, V]
-    const std::vector<double> lp = log_softmax(logits).to_vector();
+    const Tensor logits = model.decode_step(state, Tensor::from_ids(previous, {B * K}, device));  // [B·K, V]
+    const std::vector<double> lp = log_softmax(logits).to_vector();  // on the host
     for (int64_t b = 0; b < B; ++b) {
       auto& beams = live[static_cast<std::size_t>(b)];
       if (done[static_cast<std::size_t>(b)]) continue;
@@ -139,7 +141,7 @@ std::vector<std::vector<int64_t>> beam_search(Seq2SeqTransformer& model, const s
     if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) break;
     // Every row now takes the caches of its parent (rows of finished sentences keep whatever
     // they last had: they are never read again).
-    model.reorder(state, Tensor::from_ids(rows, {B * K}));
+    model.reorder(state, Tensor::from_ids(rows, {B * K}, device));
   }
 
   std::vector<std::vector<int64_t>> best(static_cast<std::size_t>(B));

@@ -77,6 +77,7 @@ double write_gradient_dump(Seq2SeqTransformer& model, const Tensor& src, const s
   const double loss_value = loss.item();
   loss.backward();
 
+  // Tensors on any device: safetensors::save copies each to the host as it writes it.
   std::vector<std::pair<std::string, Tensor>> tensors = {
       {"src", src},
       {"src_lengths", Tensor::from_ids(src_lengths, {src.size(0)})},

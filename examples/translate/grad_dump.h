@@ -30,6 +30,7 @@ namespace qkgrad::translate {
 // - The parameters' gradients are cleared first, so the dump holds this batch's gradient
 //   alone; afterwards they hold it too. A parameter the backward pass does not reach is written
 //   as zeros. The model's training mode is restored on return.
+// - src, tgt_in and tgt_out are on the model's device; the file is the same from any device.
 // - The metadata also carries "format" ("qkgrad-gradient-dump") and "dtype" ("f32"/"f64");
 //   "smoothing" is written with 17 significant digits (it reads back exactly).
 // Throws an Error for inconsistent shapes or lengths, a batch with no target token, or a

@@ -7,7 +7,9 @@
 //   grads          dump one batch's loss and gradients for cross-checking other frameworks
 //   attention      draw every layer's and head's attention for one sentence (SVG)
 //   attention-stats  attention entropy / max probability / saturation per module on a split
-// Every subcommand has --help. Exit status: 0 success, 1 error, 2 usage error, 130 Ctrl-C.
+// Every subcommand has --help. The ones that run the model take --device cpu|cuda (default cpu).
+// Exit status: 0 success, 1 error, 2 usage error (also --device cuda where CUDA cannot run),
+// 130 Ctrl-C.
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -49,7 +51,9 @@ constexpr const char* kUsage =
     "  bleu           corpus BLEU and chrF of a hypothesis file against a reference\n"
     "  grads          write one batch's loss and every gradient (safetensors) for cross-checks\n"
     "  attention      draw the attention of every layer and head for one sentence (SVG)\n"
-    "  attention-stats  attention entropy, max probability and saturation of every module on a split\n";
+    "  attention-stats  attention entropy, max probability and saturation of every module on a split\n"
+    "train, translate, eval, grads, attention and attention-stats run the model on --device cpu|cuda\n"
+    "(default cpu; a run trained on one device loads on the other).\n";
 
 // DATA/SPLIT.SRC and DATA/SPLIT.TGT of a trained run: the languages from its options.json, and
 // DATA from there too unless `data` is given.
@@ -144,6 +148,7 @@ int cmd_train(int argc, char** argv) {
   args.option("max-length", "drop training pairs longer than this many subwords", &o.max_length, 1, 100000);
   args.choice("bleu-tokenize", "BLEU tokenisation (none for pre-tokenised data)", &o.bleu_tokenize, {"13a", "none"});
   args.option("threads", "CPU threads (default: all)", &o.threads, 1, 4096);
+  args.choice("device", kDeviceHelp, &o.device, kDeviceChoices);
   args.option("save-every", "also save RUNDIR/checkpoints/last every N steps (0: at evaluations only)", &o.save_every, 0,
               int64_t{1} << 40);
   args.flag("resume", "continue the run in --run from its last checkpoint", &o.resume);
@@ -154,7 +159,7 @@ int cmd_train(int argc, char** argv) {
 }
 
 int cmd_translate(int argc, char** argv) {
-  std::string run, input, output;
+  std::string run, input, output, device = "cpu";
   BeamOptions beam;
   bool greedy = false;
   int64_t max_length = 1024;
@@ -169,9 +174,11 @@ int cmd_translate(int argc, char** argv) {
   args.option("max-extra", "at most source length + this many tokens", &beam.max_extra, 1, 10000);
   args.option("max-length", "the longest line translated, in subwords (longer ones are an error)", &max_length, 1, 100000);
   args.flag("greedy", "greedy decoding (beam 1)", &greedy);
+  args.choice("device", kDeviceHelp, &device, kDeviceChoices);
   if (!args.parse(argc, argv, 2)) return 0;
+  const Device on = parse_device("qkgrad-translate translate", device);
   if (greedy) beam.beam = 1;
-  LoadedModel m = load_trained_model(run);
+  LoadedModel m = load_trained_model(run, on);
   const std::vector<std::string> out =
       translate_lines(m, read_input_lines(input), beam,
                       [&](std::size_t i) { return cat(input.empty() ? "<stdin>" : input, ":", i + 1); }, max_length);
@@ -207,7 +214,7 @@ int cmd_bleu(int argc, char** argv) {
 }
 
 int cmd_eval(int argc, char** argv) {
-  std::string run, split = "test", data, tokenize = "13a";
+  std::string run, split = "test", data, tokenize = "13a", device = "cpu";
   BeamOptions beam;
   int64_t show = 0, max_length = 1024;
   Args args("qkgrad-translate eval", "Translates DATA/SPLIT.SRC and scores it against DATA/SPLIT.TGT (BLEU, chrF);\n"
@@ -220,11 +227,13 @@ int cmd_eval(int argc, char** argv) {
   args.choice("tokenize", "BLEU tokenisation", &tokenize, {"13a", "none"});
   args.option("show", "print this many source / reference / translation triples", &show, 0, 1000000);
   args.option("max-length", "the longest source line translated, in subwords (longer ones are an error)", &max_length, 1, 100000);
+  args.choice("device", kDeviceHelp, &device, kDeviceChoices);
   if (!args.parse(argc, argv, 2)) return 0;
+  const Device on = parse_device("qkgrad-translate eval", device);
   const SplitFiles files = split_files_of_run(run, data, split);
   const std::string& src_path = files.src;
   const ParallelCorpus corpus = read_parallel(files.src, files.tgt, 1 << 20);
-  LoadedModel m = load_trained_model(run);
+  LoadedModel m = load_trained_model(run, on);
   const std::vector<std::string> hyps = translate_lines(
       m, corpus.src, beam, [&](std::size_t i) { return cat(src_path, ": sentence pair ", i + 1, " (of the non-empty ones)"); },
       max_length);
@@ -243,7 +252,7 @@ int cmd_eval(int argc, char** argv) {
 }
 
 int cmd_grads(int argc, char** argv) {
-  std::string run, src, tgt, out;
+  std::string run, src, tgt, out, device = "cpu";
   int64_t max_sentences = 8;
   double smoothing = 0.1;
   Args args("qkgrad-translate grads", "Runs one batch (the first sentences of --src/--tgt) with dropout off and writes the\n"
@@ -254,8 +263,10 @@ int cmd_grads(int argc, char** argv) {
   args.option("out", "output .safetensors file", &out, true);
   args.option("max-sentences", "sentences in the batch", &max_sentences, 1, 100000);
   args.option("label-smoothing", "label smoothing epsilon", &smoothing, 0, 1);
+  args.choice("device", kDeviceHelp, &device, kDeviceChoices);
   if (!args.parse(argc, argv, 2)) return 0;
-  LoadedModel m = load_trained_model(run);
+  const Device on = parse_device("qkgrad-translate grads", device);
+  LoadedModel m = load_trained_model(run, on);
   const ParallelCorpus corpus = read_parallel(src, tgt, 1 << 20);
   std::vector<Pair> pairs;
   std::vector<int64_t> indices;
@@ -263,7 +274,7 @@ int cmd_grads(int argc, char** argv) {
     pairs.push_back({m.subwords->encode(corpus.src[i]), m.subwords->encode(corpus.tgt[i])});
     indices.push_back(static_cast<int64_t>(i));
   }
-  const Batch b = make_batch(pairs, indices);
+  const Batch b = make_batch(pairs, indices, on);
   const double loss = write_gradient_dump(*m.model, b.src, b.src_lengths, b.tgt_in, b.tgt_out, b.tgt_lengths, smoothing, out);
   std::printf("wrote %s: %zu sentences, loss %.6f per target token, %zu parameter gradients\n", out.c_str(), pairs.size(),
               loss, m.model->named_parameters().size());
@@ -271,16 +282,18 @@ int cmd_grads(int argc, char** argv) {
 }
 
 int cmd_attention(int argc, char** argv) {
-  std::string run, text, out;
+  std::string run, text, out, device = "cpu";
   Args args("qkgrad-translate attention",
             "Translates --text (greedy), then draws the attention probabilities of every layer and head:\n"
             "encoder self-attention, decoder self-attention and cross-attention, one SVG grid each.");
   args.option("run", "run directory", &run, true);
   args.option("text", "the source sentence", &text, true);
   args.option("out", "output prefix (default RUNDIR/attention): writes PREFIX-encoder.svg, -decoder.svg, -cross.svg", &out);
+  args.choice("device", kDeviceHelp, &device, kDeviceChoices);
   if (!args.parse(argc, argv, 2)) return 0;
+  const Device on = parse_device("qkgrad-translate attention", device);
   if (out.empty()) out = run + "/attention";
-  LoadedModel m = load_trained_model(run);
+  LoadedModel m = load_trained_model(run, on);
   Seq2SeqTransformer& model = *m.model;
   const std::vector<int64_t> src = m.subwords->encode(normalize_spaces(text));
   QKGRAD_CHECK(!src.empty(), "attention: --text is empty");
@@ -289,7 +302,7 @@ int cmd_attention(int argc, char** argv) {
   for (auto& layer : model.encoder_layers) layer->self_attn.record_probs = true;
   for (auto& layer : model.decoder_layers) layer->self_attn.record_probs = layer->cross_attn.record_probs = true;
   Pair pair{src, hyp};
-  const Batch b = make_batch({pair}, {0});
+  const Batch b = make_batch({pair}, {0}, on);
   {
     NoGradGuard no_grad;
     model.forward(b.src, b.src_lengths, b.tgt_in, b.tgt_lengths);
@@ -306,7 +319,7 @@ int cmd_attention(int argc, char** argv) {
                      const std::vector<std::string>& rows, const std::vector<std::string>& cols) {
     std::vector<svg::Heatmap> maps;
     for (std::size_t l = 0; l < modules.size(); ++l) {
-      const Tensor& p = modules[l]->last_probs;  // [1, H, Tq, Tk]
+      const Tensor p = modules[l]->last_probs.to(Device::cpu);  // [1, H, Tq, Tk], read below
       for (int64_t h = 0; h < p.size(1); ++h) {
         svg::Heatmap map{cat(kind, " layer ", l, " head ", h), rows, cols, {}};
         for (int64_t i = 0; i < p.size(2); ++i) {
@@ -337,7 +350,7 @@ int cmd_attention(int argc, char** argv) {
 
 
 int cmd_attention_stats(int argc, char** argv) {
-  std::string run, split = "test", data, out;
+  std::string run, split = "test", data, out, device = "cpu";
   int64_t sentences = 0, batch_tokens = 2000, max_length = 1024;
   Args args("qkgrad-translate attention-stats",
             "How peaked is the attention? Runs the model teacher-forced on DATA/SPLIT (source, reference) and\n"
@@ -352,10 +365,12 @@ int cmd_attention_stats(int argc, char** argv) {
   args.option("batch-tokens", "padded tokens per batch", &batch_tokens, 16, 1000000);
   args.option("max-length", "skip pairs longer than this many subwords", &max_length, 1, 100000);
   args.option("out", "also write one JSON object per module to this file (JSON lines)", &out);
+  args.choice("device", kDeviceHelp, &device, kDeviceChoices);
   if (!args.parse(argc, argv, 2)) return 0;
+  const Device on = parse_device("qkgrad-translate attention-stats", device);
   const SplitFiles files = split_files_of_run(run, data, split);
   const ParallelCorpus corpus = read_parallel(files.src, files.tgt, 1 << 20);
-  LoadedModel m = load_trained_model(run);
+  LoadedModel m = load_trained_model(run, on);
   std::vector<Pair> pairs;
   int64_t skipped = 0;
   for (std::size_t i = 0; i < corpus.src.size(); ++i) {

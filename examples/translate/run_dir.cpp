@@ -7,7 +7,7 @@
 
 namespace qkgrad::translate {
 
-LoadedModel load_trained_model(const std::string& run_dir) {
+LoadedModel load_trained_model(const std::string& run_dir, Device device) {
   const RunDir run{run_dir};
   QKGRAD_CHECK(std::filesystem::is_directory(run_dir), "run directory ", run_dir,
                " does not exist (train a model first: qkgrad-translate train --run ", run_dir, " ...)");
@@ -34,7 +34,7 @@ LoadedModel load_trained_model(const std::string& run_dir) {
   QKGRAD_CHECK(config.vocab == loaded.subwords->vocab_size(), loaded.checkpoint, " was trained with a vocabulary of ",
                config.vocab, " but ", run.subwords(), " has ", loaded.subwords->vocab_size(),
                " pieces; the run directory mixes files of two runs");
-  loaded.model = std::make_unique<Seq2SeqTransformer>(config);
+  loaded.model = std::make_unique<Seq2SeqTransformer>(config, device);
   try {
     load_model_weights(loaded.checkpoint, *loaded.model);
   } catch (const Error& e) {

@@ -1,7 +1,7 @@
 // Where everything of one training run lives, and loading a trained model back from it.
 //
 //   RUNDIR/subwords.model, subwords.vocab   the joint SentencePiece model
-//   RUNDIR/options.json                     the training options (data, preset, seed, ...)
+//   RUNDIR/options.json                     the training options (data, preset, seed, device, ...)
 //   RUNDIR/checkpoints/last, best           checkpoints (nn/checkpoint.h)
 //   RUNDIR/metrics.jsonl                    one JSON object per log line and per evaluation
 //   RUNDIR/curves.svg                       training curves, written at the end
@@ -27,12 +27,13 @@ struct RunDir {
 };
 
 // A trained model and its vocabulary, from RUNDIR's best checkpoint (or the last one if no
-// evaluation has produced a best yet). Errors name what is missing.
+// evaluation has produced a best yet), with its parameters on `device` (whatever device it was
+// trained on). Errors name what is missing.
 struct LoadedModel {
   std::unique_ptr<Subwords> subwords;
   std::unique_ptr<Seq2SeqTransformer> model;
   std::string checkpoint;  // which one was loaded
 };
-LoadedModel load_trained_model(const std::string& run_dir);
+LoadedModel load_trained_model(const std::string& run_dir, Device device = Device::cpu);
 
 }  // namespace qkgrad::translate

@@ -124,6 +124,7 @@ std::string clock_text(double seconds) {
 struct Resolved {
   TrainOptions o;
   Preset p;
+  Device device = Device::cpu;
   Json to_json() const {
     Json j = Json::object();
     j.set("data", o.data_dir);
@@ -145,12 +146,16 @@ struct Resolved {
     j.set("label_smoothing", o.label_smoothing);
     j.set("max_length", o.max_length);
     j.set("seed", o.seed);
+    j.set("device", std::string(device_name(device)));  // where it was trained (not part of the model)
     return j;
   }
 };
 
 Resolved resolve(const TrainOptions& o) {
   Resolved r{o, preset_by_name(o.preset)};
+  // Checked first, before anything is read or written: --device cuda without CUDA support (or
+  // without a GPU) is a usage error, and no run directory is created.
+  r.device = parse_device("qkgrad-translate train", o.device);
   if (o.max_minutes >= 0) r.p.max_minutes = o.max_minutes;
   if (o.max_steps >= 0) r.p.max_steps = o.max_steps;
   if (o.vocab_size > 0) r.p.vocab_size = o.vocab_size;
@@ -230,7 +235,7 @@ Evaluation evaluate(Seq2SeqTransformer& model, const EncodedData& data, const Su
     double total = 0;
     int64_t tokens = 0;
     for (int64_t i = 0; i < plan.batches_per_epoch(); ++i) {
-      const Batch b = make_batch(data.dev, plan.group(i));
+      const Batch b = make_batch(data.dev, plan.group(i), model.device());
       const LossSum l = cross_entropy(model.forward(b.src, b.src_lengths, b.tgt_in, b.tgt_lengths), b.tgt_out, 0.0,
                                       model.config().pad_id);
       total += l.sum.item();
@@ -498,8 +503,10 @@ int train(const TrainOptions& options) {
     // What defines the model, the data and their order must match; the recipe (learning rate,
     // warmup, schedule, dropout, label smoothing, budgets) may change on resume, e.g. to get
     // past a NaN with a lower learning rate (the continuation is then no longer bit-identical to
-    // an uninterrupted run with the old recipe, of course).
-    const std::vector<std::string> may_change = {"lr", "warmup", "schedule", "dropout", "label_smoothing"};
+    // an uninterrupted run with the old recipe, of course). So may the device: checkpoints do not
+    // depend on it (a run started on a GPU can continue on the CPU and vice versa).
+    const std::vector<std::string> may_change = {"lr", "warmup", "schedule", "dropout", "label_smoothing",
+                                                 "device"};
     for (const auto& [key, value] : now.items()) {
       if (std::find(may_change.begin(), may_change.end(), key) != may_change.end()) continue;
       QKGRAD_CHECK(saved.contains(key) && saved.at(key).dump() == value.dump(), "train --resume: ", run.options(),
@@ -583,7 +590,7 @@ int train(const TrainOptions& options) {
   config.ffn_dropout = r.p.ffn_dropout;
   config.word_dropout = r.p.word_dropout;
   config.seed = static_cast<uint64_t>(options.seed);
-  Seq2SeqTransformer model(config);
+  Seq2SeqTransformer model(config, r.device);  // the optimizer state follows the parameters
   AdamOptions adam;
   adam.lr = r.p.lr;
   Adam opt(model.named_parameters(), adam);
@@ -608,7 +615,8 @@ int train(const TrainOptions& options) {
   const BatchPlan plan(data.train, r.p.batch_tokens);
   progress.message(cat("model: ", model.parameter_count(), " parameters, ", config.encoder_layers, "+", config.decoder_layers,
                        " layers, d ", config.d_model, ", ", config.heads, " heads, ffn ", config.ffn, ", ", options.attention,
-                       " attention; ", plan.batches_per_epoch(), " batches of <= ", r.p.batch_tokens, " tokens per epoch; lr: ",
+                       " attention, on ", device_name(model.device()), "; ", plan.batches_per_epoch(),
+                       " batches of <= ", r.p.batch_tokens, " tokens per epoch; lr: ",
                        schedule.describe()));
 
   g_interrupted = 0;
@@ -652,11 +660,11 @@ int train(const TrainOptions& options) {
       s.position = 0;
       continue;
     }
-    const Batch batch = make_batch(data.train, plan.group(order[static_cast<std::size_t>(s.position)]));
+    const Batch batch = make_batch(data.train, plan.group(order[static_cast<std::size_t>(s.position)]), r.device);
     const Tensor logits = model.forward(batch.src, batch.src_lengths, batch.tgt_in, batch.tgt_lengths);
     const LossSum loss = cross_entropy(logits, batch.tgt_out, options.label_smoothing, config.pad_id);
     const Tensor per_token = loss.sum / static_cast<double>(std::max<int64_t>(loss.tokens, 1));
-    double loss_value = per_token.item();
+    double loss_value = per_token.item();  // to the host (on a GPU: waits for the forward)
     if (options.inject_nan_at_step == s.step + 1 && !nan_injected) {  // testing the guard (once)
       loss_value = NAN;
       nan_injected = true;

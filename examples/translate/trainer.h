@@ -47,6 +47,7 @@ struct TrainOptions {
   int64_t max_length = 250;          // drop training pairs longer than this many subwords
   std::string bleu_tokenize = "13a"; // or none (pre-tokenised data)
   int64_t threads = 0;
+  std::string device = "cpu";        // or cuda; recorded in options.json, may change on --resume
   int64_t save_every = 0;            // also save checkpoints/last every this many steps (0: at evaluations only)
   bool resume = false;
   std::string on_nan = "stop";       // stop (save the last good state, exit 1) or skip (the batch)
