@@ -70,18 +70,19 @@ void add_elementwise_cases(std::vector<OpCase>& cases) {
   cases.push_back({"clamp", "[-0.1, 0.1]: inside and outside", {{{3, 4}, InputDomain::away_from_zero}},
                    [](const In& x) { return clamp(x[0] * 0.1, -0.1, 0.1) + clamp(x[0], -0.1, 2.0); }});
 
-  // A fixed 0/1 mask (from the case's shape, not random: it has no gradient).
-  auto mask = [](const Shape& s) {
+  // A fixed 0/1 mask (from the case's shape, not random: it has no gradient), on the device of
+  // the inputs (the GPU tests run every case there too).
+  auto mask = [](const Shape& s, const Tensor& like) {
     std::vector<double> m(static_cast<std::size_t>(s.numel()));
     for (std::size_t i = 0; i < m.size(); ++i) m[i] = (i * 7 + 3) % 3 == 0 ? 1.0 : 0.0;
-    return Tensor::from_vector(m, s, DType::f64);
+    return Tensor::from_vector(m, s, DType::f64, like.device());
   };
   cases.push_back({"where", "mask [2, 3], a [2, 3], b [3] (broadcast)", {{{2, 3}, kAny}, {{3}, kAny}},
-                   [mask](const In& x) { return where(mask({2, 3}), x[0], x[1]); }});
+                   [mask](const In& x) { return where(mask({2, 3}, x[0]), x[0], x[1]); }});
   cases.push_back({"where", "mask [2, 1] broadcast over a and b [2, 4]", {{{2, 4}, kAny}, {{2, 4}, kAny}},
-                   [](const In& x) { return where(Tensor::from_vector({1, 0}, {2, 1}, DType::f64), x[0], x[1]); }});
+                   [](const In& x) { return where(Tensor::from_vector({1, 0}, {2, 1}, DType::f64, x[0].device()), x[0], x[1]); }});
   cases.push_back({"masked_fill", "mask [1, 3] over x [2, 3], fill -1e9", {{{2, 3}, kAny}},
-                   [](const In& x) { return masked_fill(x[0], Tensor::from_vector({0, 1, 0}, {1, 3}, DType::f64), -1e9); }});
+                   [](const In& x) { return masked_fill(x[0], Tensor::from_vector({0, 1, 0}, {1, 3}, DType::f64, x[0].device()), -1e9); }});
 }
 
 }  // namespace qkgrad

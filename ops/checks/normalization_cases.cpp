@@ -9,7 +9,7 @@ void add_normalization_cases(std::vector<OpCase>& cases) {
   const InputDomain any = InputDomain::normal;
   // Weighted outputs: a plain sum of a softmax row is constant (1), so its gradient is 0.
   auto weigh = [](const Tensor& y) {
-    return y * (Tensor::arange(y.numel(), y.dtype()) * 0.37 + 1.0).reshape(y.shape());
+    return y * (Tensor::arange(y.numel(), y.dtype(), y.device()) * 0.37 + 1.0).reshape(y.shape());
   };
   cases.push_back({"softmax", "[2, 5] of 3x", {{{2, 5}, any}}, [weigh](const In& x) { return weigh(softmax(x[0] * 3.0)); }});
   cases.push_back({"softmax", "[2, 1, 4], a size-1 dim", {{{2, 1, 4}, any}}, [weigh](const In& x) { return weigh(softmax(x[0])); }});

@@ -11,7 +11,7 @@ void add_shape_cases(std::vector<OpCase>& cases) {
   const InputDomain any = InputDomain::normal;
   // Each function multiplies by a fixed ramp so that every output position has its own weight.
   auto ramp = [](const Tensor& y) {
-    return y * (Tensor::arange(y.numel(), y.dtype()) * 0.25 + 0.5).reshape(y.shape());
+    return y * (Tensor::arange(y.numel(), y.dtype(), y.device()) * 0.25 + 0.5).reshape(y.shape());
   };
   cases.push_back({"permute", "[2, 3, 4] -> (2, 0, 1)", {{{2, 3, 4}, any}},
                    [ramp](const In& x) { return ramp(permute(x[0], {2, 0, 1})); }});
@@ -38,17 +38,17 @@ void add_shape_cases(std::vector<OpCase>& cases) {
   cases.push_back({"pad", "2 before, 1 after on axis -1 of [2, 3]", {{{2, 3}, any}},
                    [ramp](const In& x) { return ramp(pad(x[0], -1, 2, 1, 0.5)); }});
   cases.push_back({"index_select", "rows (2, 0, 2) of [3, 4] (a repeat)", {{{3, 4}, any}},
-                   [ramp](const In& x) { return ramp(index_select(x[0], 0, Tensor::from_ids({2, 0, 2}, {3}))); }});
+                   [ramp](const In& x) { return ramp(index_select(x[0], 0, Tensor::from_ids({2, 0, 2}, {3}, x[0].device()))); }});
   cases.push_back({"index_select", "axis 1 of [2, 3, 2]", {{{2, 3, 2}, any}},
-                   [ramp](const In& x) { return ramp(index_select(x[0], 1, Tensor::from_ids({1, 1, 0, 2}, {4}))); }});
+                   [ramp](const In& x) { return ramp(index_select(x[0], 1, Tensor::from_ids({1, 1, 0, 2}, {4}, x[0].device()))); }});
   cases.push_back({"gather", "axis 1 of [2, 3] with repeats", {{{2, 3}, any}}, [ramp](const In& x) {
-                     return ramp(gather(x[0], 1, Tensor::from_ids({0, 2, 2, 1, 1, 0, 1, 1}, {2, 4})));
+                     return ramp(gather(x[0], 1, Tensor::from_ids({0, 2, 2, 1, 1, 0, 1, 1}, {2, 4}, x[0].device())));
                    }});
   cases.push_back({"gather", "axis 0 of [3, 2]", {{{3, 2}, any}}, [ramp](const In& x) {
-                     return ramp(gather(x[0], 0, Tensor::from_ids({2, 0}, {1, 2})));
+                     return ramp(gather(x[0], 0, Tensor::from_ids({2, 0}, {1, 2}, x[0].device())));
                    }});
   cases.push_back({"embedding", "V = 5, D = 3, ids [2, 3] with repeats", {{{5, 3}, any}}, [ramp](const In& x) {
-                     return ramp(embedding(x[0], Tensor::from_ids({4, 0, 4, 1, 4, 0}, {2, 3})));
+                     return ramp(embedding(x[0], Tensor::from_ids({4, 0, 4, 1, 4, 0}, {2, 3}, x[0].device())));
                    }});
 }
 
