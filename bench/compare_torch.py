@@ -6,6 +6,8 @@
     python3 bench/compare_torch.py torch-step [qkgrad-bench's flags]    (one PyTorch measurement)
     python3 bench/compare_torch.py check [--qkgrad PATH]                (is it the same model and step?)
     python3 bench/compare_torch.py attention [--shape 16,8,64,64]       (the fused attention op alone)
+    python3 bench/compare_torch.py gpu [--qkgrad build-gpu/bench/qkgrad-bench] [--rounds 3]
+                                   [--attn qknorm,scaled_dot] [--jsonl FILE]  (both steps on the GPU)
 
 Run it with Debian's Python and PyTorch (/usr/bin/python3, `apt-get install python3-torch`), from
 the repository root after building the benchmarks (`meson setup build && ninja -C build
@@ -70,6 +72,19 @@ formula; and it compares the PyTorch model's parameter names, shapes and count w
 list of docs/checkpoint.md (qkgrad-bench prints no parameter count; that list was also checked,
 once, against qkgrad's own Seq2SeqTransformer::named_parameters() for configs A, B and C with
 both attentions: the same names, shapes, order and count).
+
+On the GPU (`torch-step --device cuda`, and the `gpu` subcommand that alternates it with
+`qkgrad-bench --device cuda`): the model, the batch and Adam's state live on the GPU; PyTorch's
+TF32 is switched off (matrix products and cuDNN in IEEE float32, as qkgrad's cuBLAS path), every
+timed step is bracketed by torch.cuda.synchronize() (the step also reads the loss back, as
+qkgrad-bench's does), and the memory reported is torch.cuda.max_memory_allocated (bytes handed to
+tensors, like qkgrad's caching-allocator peak) as peak_device_mb. Adam and gradient clipping keep
+PyTorch's defaults, which on CUDA are the foreach (multi-tensor) implementations; the JSON says
+which. `gpu` runs --rounds rounds, each of qkgrad then PyTorch for every attention (config B by
+default: the paper's base size), each run a fresh process, appends every raw result to --jsonl
+and prints a Markdown table with the ratios; scripts/gpu_check.sh calls it on the GPU machine
+(docs/gpu-check.md). The CPU paths above are unchanged: without --device (or with --device cpu)
+the worker's output has no new fields.
 
 Exit status: 0 success, 1 a failed run or check, 2 usage errors or missing programs.
 """
@@ -203,6 +218,8 @@ def step_parser():
         parser.add_argument(flag, type=at_least(minimum), default=default, metavar="N")
     parser.add_argument("--attn", choices=["qknorm", "scaled_dot"], default="qknorm")
     parser.add_argument("--dropout", type=probability, default=0.0, metavar="P")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help="where the model, the batch and the step run (cuda: TF32 off, see the file's header)")
     parser.add_argument("--json", action="store_true", help="print one JSON line, like qkgrad-bench --json")
     return parser
 
@@ -212,8 +229,12 @@ def step_flags(o):
     flags = []
     for key in ("layers", "d_model", "heads", "ffn", "vocab", "batch", "src_len", "tgt_len", "steps",
                 "warmup_steps", "threads"):
+        if key == "threads" and o.threads == 0:
+            continue  # the gpu subcommand's default: each program's own (qkgrad-bench takes >= 1)
         flags += ["--" + key.replace("_", "-"), str(getattr(o, key))]
-    return flags + ["--attn", o.attn, "--dropout", repr(o.dropout)]
+    flags += ["--attn", o.attn, "--dropout", repr(o.dropout)]
+    device = getattr(o, "device", "cpu")
+    return flags + (["--device", device] if device != "cpu" else [])
 
 
 # ---- the PyTorch worker ----
@@ -320,7 +341,7 @@ def build_model(torch, o):
         return torch.where(j % 2 == 0, torch.sin(angle), torch.cos(angle)).float()
 
     def key_padding(lengths, keys):  # [B, 1, 1, Tk]: True where key j is padding (j >= length)
-        return (torch.arange(keys)[None, :] >= lengths[:, None])[:, None, None, :]
+        return (torch.arange(keys, device=lengths.device)[None, :] >= lengths[:, None])[:, None, None, :]
 
     class Seq2SeqTransformer(nn.Module):
         def __init__(self):
@@ -333,7 +354,7 @@ def build_model(torch, o):
         def forward(self, src, src_lengths, tgt_in, tgt_lengths):  # -> logits [B, T, V]
             S, T = src.shape[1], tgt_in.shape[1]
             src_hidden = key_padding(src_lengths, S)
-            causal = torch.ones(T, T, dtype=torch.bool).triu(1)  # j > i
+            causal = torch.ones(T, T, dtype=torch.bool, device=src.device).triu(1)  # j > i
             tgt_hidden = key_padding(tgt_lengths, T) | causal
             # FixNorm: the rows of E l2-normalised (‖·‖ clamped at 1e-12), for the inputs and the tied logits.
             unit = F.normalize(self.embedding.weight, dim=-1, eps=1e-12)
@@ -355,8 +376,9 @@ class TorchStep:
 
     def __init__(self, torch, o):
         self.torch, self.o = torch, o
+        device = getattr(o, "device", "cpu")
         torch.manual_seed(1)
-        self.model = build_model(torch, o).train()
+        self.model = build_model(torch, o).train().to(device)  # initialised on the CPU, then moved
         self.params = list(self.model.parameters())
         self.optimizer = torch.optim.Adam(self.params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8)
         data = torch.Generator().manual_seed(42)
@@ -364,10 +386,11 @@ class TorchStep:
         def random_ids(rows, cols):
             return torch.randint(FIRST_WORD_ID, o.vocab, (rows, cols), generator=data)
 
-        self.src, self.tgt_in, self.tgt_out = (random_ids(o.batch, o.src_len), random_ids(o.batch, o.tgt_len),
-                                               random_ids(o.batch, o.tgt_len))
-        self.src_lengths = torch.full((o.batch,), o.src_len, dtype=torch.long)
-        self.tgt_lengths = torch.full((o.batch,), o.tgt_len, dtype=torch.long)
+        self.src, self.tgt_in, self.tgt_out = (random_ids(o.batch, o.src_len).to(device),
+                                               random_ids(o.batch, o.tgt_len).to(device),
+                                               random_ids(o.batch, o.tgt_len).to(device))
+        self.src_lengths = torch.full((o.batch,), o.src_len, dtype=torch.long, device=device)
+        self.tgt_lengths = torch.full((o.batch,), o.tgt_len, dtype=torch.long, device=device)
 
     def step(self):
         F = self.torch.nn.functional
@@ -421,21 +444,74 @@ def peak_rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # ru_maxrss is in KiB on Linux
 
 
+def prepare_gpu(torch):
+    """Checks that PyTorch sees a GPU and switches TF32 off; returns what the JSON reports about it.
+
+    qkgrad's CUDA backend multiplies float32 matrices with cuBLAS in plain float32 (no TF32 tensor
+    cores), so PyTorch must too, or the comparison times less precise arithmetic. PyTorch 2.9 and
+    later have per-backend fp32_precision settings ("ieee" = no TF32) and may raise when they are
+    mixed with the older allow_tf32 flags, so only one of the two is used."""
+    if not torch.cuda.is_available():
+        raise BenchError(f"--device cuda: PyTorch {torch.__version__} sees no GPU (torch.cuda.is_available() is "
+                         f"False; built for CUDA {torch.version.cuda})")
+    tf32 = {}
+    if hasattr(torch.backends, "fp32_precision"):  # only the new API: mixing the two can raise
+        backends = {"torch.backends": torch.backends, "torch.backends.cuda.matmul": torch.backends.cuda.matmul,
+                    "torch.backends.cudnn": torch.backends.cudnn,
+                    "torch.backends.cudnn.conv": getattr(torch.backends.cudnn, "conv", None),
+                    "torch.backends.cudnn.rnn": getattr(torch.backends.cudnn, "rnn", None)}
+        for name, backend in backends.items():
+            if backend is None or not hasattr(backend, "fp32_precision"):
+                continue
+            try:
+                backend.fp32_precision = "ieee"
+                tf32[name + ".fp32_precision"] = backend.fp32_precision
+            except (AttributeError, RuntimeError, ValueError) as e:
+                tf32[name + ".fp32_precision"] = f"could not set: {e}"
+        if tf32.get("torch.backends.cuda.matmul.fp32_precision") != "ieee":
+            raise BenchError(f"could not switch TF32 off for matrix products: {tf32}")
+    else:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.set_float32_matmul_precision("highest")
+        tf32 = {"torch.backends.cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+                "torch.backends.cudnn.allow_tf32": torch.backends.cudnn.allow_tf32,
+                "float32_matmul_precision": torch.get_float32_matmul_precision()}
+    return {"gpu": torch.cuda.get_device_name(), "torch_cuda": torch.version.cuda, "tf32_off": tf32}
+
+
+def optimizer_implementation(torch, params):
+    """Which Adam PyTorch picks by default for these parameters (foreach on CUDA, a for-loop on the CPU)."""
+    try:
+        from torch.optim.optimizer import _default_to_fused_or_foreach
+        fused, foreach = _default_to_fused_or_foreach(params, differentiable=False, use_fused=False)
+        return "fused" if fused else "foreach" if foreach else "for-loop"
+    except (ImportError, TypeError, ValueError):  # a private helper: its signature may change
+        return "PyTorch's default (foreach=None)"
+
+
 def run_worker(argv):
     o = step_parser().parse_args(argv)
     if o.d_model % o.heads:
         raise BenchError(f"--d-model {o.d_model} is not divisible by --heads {o.heads}")
     torch = import_torch()
+    on_gpu = o.device == "cuda"
+    gpu = prepare_gpu(torch) if on_gpu else None
     if o.threads > 0:
         torch.set_num_threads(o.threads)
     bench = TorchStep(torch, o)
     shapes = {name: tuple(p.shape) for name, p in bench.model.named_parameters()}
+    # The GPU runs asynchronously: wait for it before reading the clock (step() also ends by
+    # reading the loss back, which waits for the whole step, as qkgrad-bench's step does).
+    synchronize = torch.cuda.synchronize if on_gpu else (lambda: None)
     losses = [bench.step() for _ in range(o.warmup_steps)]
     faults_before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     ms = []
     for _ in range(o.steps):
+        synchronize()
         t0 = time.perf_counter()
         losses.append(bench.step())
+        synchronize()
         ms.append((time.perf_counter() - t0) * 1000.0)
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults_before
     ordered = sorted(ms)
@@ -445,10 +521,18 @@ def run_worker(argv):
     result = {
         "framework": "torch", "layers": o.layers, "d_model": o.d_model, "heads": o.heads, "ffn": o.ffn,
         "vocab": o.vocab, "batch": o.batch, "src_len": o.src_len, "tgt_len": o.tgt_len, "attn": o.attn,
-        "dropout": o.dropout, "threads": torch.get_num_threads(),
+        "dropout": o.dropout}
+    if on_gpu:  # the CPU's output stays as it was: no device field there
+        result["device"] = "cuda"
+    result.update({
+        "threads": torch.get_num_threads(),
         "median_ms": round(median, 3), "min_ms": round(ordered[0], 3), "max_ms": round(ordered[-1], 3),
         "tgt_tokens_per_s": round(o.batch * o.tgt_len / (median / 1000.0), 1),
-        "gflops": round(flops / (median / 1000.0) / 1e9, 2), "peak_rss_mb": round(peak_rss_mb(), 1),
+        "gflops": round(flops / (median / 1000.0) / 1e9, 2)})
+    if on_gpu:  # like qkgrad-bench --device cuda: the allocator's peak, bytes handed to tensors
+        result["peak_device_mb"] = round(torch.cuda.max_memory_allocated() / (1 << 20), 1)
+    result.update({
+        "peak_rss_mb": round(peak_rss_mb(), 1),
         "page_faults_per_step": round(faults / o.steps, 1),
         # Beyond qkgrad-bench's fields: what the comparison needs to trust the numbers.
         "torch_version": torch.__version__, "parameters": sum(p.numel() for p in bench.params),
@@ -457,20 +541,26 @@ def run_worker(argv):
         "blas_libraries": libraries, "openblas": openblas_report(libraries),
         "env": {k: os.environ.get(k) for k in ("LD_LIBRARY_PATH", "GLIBC_TUNABLES", "OMP_NUM_THREADS",
                                                "OPENBLAS_NUM_THREADS")},
-    }
+    })
+    if on_gpu:
+        result.update(gpu, adam=optimizer_implementation(torch, bench.params),
+                      peak_reserved_mb=round(torch.cuda.max_memory_reserved() / (1 << 20), 1))
     if o.json:
         print(json.dumps(result))
     else:
+        where = f"on {result['gpu']} (CUDA {result['torch_cuda']}, TF32 off)" if on_gpu else ""
         print(f"PyTorch {torch.__version__} training step: {o.layers}+{o.layers} layers, d {o.d_model}, {o.heads} heads, "
               f"ffn {o.ffn}, vocab {o.vocab}, {o.batch} x {o.src_len}/{o.tgt_len} tokens, {o.attn}, dropout {o.dropout:g}, "
-              f"{result['threads']} threads")
+              f"{result['threads']} threads" + (" " + where if where else ""))
         print(f"ms per step: median {median:.2f}  min {ordered[0]:.2f}  max {ordered[-1]:.2f}  "
               f"({o.steps} steps after {o.warmup_steps} warm-up)")
+        memory = (f"peak device memory {result['peak_device_mb']:.0f} MB" if on_gpu
+                  else f"peak RSS {result['peak_rss_mb']:.0f} MB")
         print(f"target tokens/s {result['tgt_tokens_per_s']:.0f}   matmul GFLOP/s {result['gflops']:.1f} "
-              f"({flops / 1e9:.2f} GFLOP per step)   peak RSS {result['peak_rss_mb']:.0f} MB")
+              f"({flops / 1e9:.2f} GFLOP per step)   {memory}")
         print(f"{result['page_faults_per_step']:.1f} page faults per step; {result['parameters']} parameters "
               f"({'as' if result['matches_checkpoint_md'] else 'NOT as'} in docs/checkpoint.md); "
-              f"BLAS: {describe_blas(result)}")
+              + (f"Adam: {result['adam']}" if on_gpu else f"BLAS: {describe_blas(result)}"))
     return 0
 
 
@@ -701,7 +791,8 @@ def run_driver(argv):
     parser = argparse.ArgumentParser(
         prog="compare_torch.py", description="Time qkgrad's and PyTorch's training step of the same Seq2SeqTransformer, "
                                              "alternating, and print the ratios per config (see the file's header).",
-        epilog="Subcommands: 'torch-step [flags]' (one PyTorch measurement, qkgrad-bench's flags), "
+        epilog="Subcommands: 'torch-step [flags]' (one PyTorch measurement, qkgrad-bench's flags; --device cuda on "
+               "the GPU), 'gpu' (qkgrad-bench and PyTorch on the GPU, alternating), "
                "'check' (is the PyTorch step the same as qkgrad's?), 'attention [--shape B,H,T,d]' (the fused "
                "attention op against PyTorch's composed version, forward + backward).")
     parser.add_argument("--configs", default="A,B,C", help="comma-separated configs from A, B, C (default all)")
@@ -944,6 +1035,154 @@ def run_attention(argv):
     return 0
 
 
+# ---- gpu: qkgrad-bench --device cuda against torch-step --device cuda ----
+
+GPU_CONTENDERS = ("qkgrad", "torch")
+
+
+def program_has_flag(program, flag, timeout=60):
+    """Whether `program --help` mentions flag (an older qkgrad-bench has no --device)."""
+    try:
+        done = subprocess.run([program, "--help"], capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return flag in done.stdout + done.stderr
+
+
+def gpu_table(o, attns, runs, torch_info):
+    """The Markdown report of the gpu subcommand: one row per attention, medians over the rounds."""
+    med = lambda rs, key: statistics.median(r[key] for r in rs) if rs else None  # noqa: E731
+    where = (f"{torch_info.get('gpu', 'GPU unknown')} (PyTorch's CUDA {torch_info.get('torch_cuda', '?')}, TF32 off)"
+             if o.device == "cuda" else f"{machine_line()} (--device cpu: a test of this subcommand, not a GPU)")
+    peak_key = "peak_device_mb" if o.device == "cuda" else "peak_rss_mb"
+    lines = [f"# qkgrad vs PyTorch {torch_info.get('torch_version', '?')} on the {o.device.upper()}: one training step\n",
+             f"{where}; "
+             f"{o.layers}+{o.layers} layers, d {o.d_model}, {o.heads} heads, ffn {o.ffn}, vocab {o.vocab}, "
+             f"{o.batch} × {o.src_len}/{o.tgt_len} tokens, dropout {o.dropout:g}, float32, "
+             f"{flops_per_step(o) / 1e9:.2f} GFLOP per step; {o.rounds} round(s) of qkgrad / PyTorch alternating, "
+             f"each a fresh process, {o.steps} timed steps after {o.warmup_steps} warm-up; medians over the rounds.\n",
+             "| attention | qkgrad ms/step (min–max) | PyTorch ms/step (min–max) | qkgrad tok/s | PyTorch tok/s "
+             "| qkgrad GFLOP/s | PyTorch ÷ qkgrad time | peak memory MB qkgrad / PyTorch | rounds |",
+             "|---|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    for attn in attns:
+        q, t = runs[attn]["qkgrad"], runs[attn]["torch"]
+        span = lambda rs: (f"{fmt(med(rs, 'median_ms'), 2)} ({fmt(min(r['median_ms'] for r in rs), 2)}–"  # noqa: E731
+                           f"{fmt(max(r['median_ms'] for r in rs), 2)})" if rs else "failed")
+        peak = lambda rs: fmt(max(r.get(peak_key, math.nan) for r in rs), 0) if rs else "n/a"  # noqa: E731
+        lines.append(f"| {attn} | {span(q)} | {span(t)} | {fmt(med(q, 'tgt_tokens_per_s'))} "
+                     f"| {fmt(med(t, 'tgt_tokens_per_s'))} | {fmt(med(q, 'gflops'), 1)} "
+                     f"| {fmt(ratio(med(t, 'median_ms'), med(q, 'median_ms')), 2, '×')} | {peak(q)} / {peak(t)} "
+                     f"| {len(q)} / {len(t)} |")
+    return "\n".join(lines)
+
+
+def gpu_check_lines(o, attns, runs):
+    """Checks on every result of the gpu subcommand: both really ran on the GPU, the same work."""
+    lines, passed = [], True
+    for attn in attns:
+        q, t = runs[attn]["qkgrad"], runs[attn]["torch"]
+        oa = argparse.Namespace(**{**vars(o), "attn": attn})
+        checks = [
+            (all(r.get("device", "cpu") == o.device for r in q + t), f"both report device {o.device}"),
+            (all(flop_formula_agrees(r, oa) for r in q), "qkgrad's gflops × median_ms agrees with the FLOP formula"),
+            (all(r.get("matches_checkpoint_md") for r in t), "PyTorch's parameters match docs/checkpoint.md"),
+            (all(r.get("final_loss") is not None and math.isfinite(r["final_loss"]) for r in t),
+             "PyTorch's loss is finite"),
+            (len(q) == len(t) == o.rounds, f"all {o.rounds} round(s) of each ran")]
+        bad = [text for good, text in checks if not good]
+        passed = passed and not bad
+        lines.append(f"- {attn}: " + ("all checks pass (" + "; ".join(text for _, text in checks) + ")" if not bad
+                                      else "CHECK FAILED: NOT " + "; NOT ".join(bad)))
+    return lines, passed
+
+
+def run_gpu(argv):
+    parser = argparse.ArgumentParser(
+        prog="compare_torch.py gpu",
+        description="qkgrad-bench --device cuda against this script's torch-step --device cuda (TF32 off), "
+                    "alternating qkgrad / PyTorch for --rounds rounds per attention; a Markdown table on stdout, "
+                    "progress on stderr, every raw result appended to --jsonl. Defaults: config B (the paper's "
+                    "base size), 30 timed steps after 5 warm-up.")
+    b = CONFIGS["B"]
+    for flag, minimum, default in (("--layers", 1, b["layers"]), ("--d-model", 1, b["d_model"]),
+                                   ("--heads", 1, b["heads"]), ("--ffn", 1, b["ffn"]), ("--vocab", 5, b["vocab"]),
+                                   ("--batch", 1, b["batch"]), ("--src-len", 1, b["src_len"]),
+                                   ("--tgt-len", 1, b["tgt_len"]), ("--steps", 1, 30), ("--warmup-steps", 0, 5),
+                                   ("--threads", 0, 0), ("--rounds", 1, 3)):
+        parser.add_argument(flag, type=at_least(minimum), default=default, metavar="N")
+    parser.add_argument("--attn", default="qknorm,scaled_dot", help="comma-separated: qknorm, scaled_dot")
+    parser.add_argument("--dropout", type=probability, default=0.0, metavar="P")
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                        help="cuda (default); cpu only to test this subcommand on a machine without a GPU")
+    parser.add_argument("--qkgrad", default="build-gpu/bench/qkgrad-bench", metavar="PATH")
+    parser.add_argument("--timeout", type=at_least(1), default=180, metavar="S", help="seconds per run (default 180)")
+    parser.add_argument("--budget", type=at_least(0), default=0, metavar="S",
+                        help="start no new run after S seconds (0: no limit); the table shows what ran")
+    parser.add_argument("--jsonl", metavar="FILE", help="append every raw result to FILE, one JSON line each")
+    o = parser.parse_args(argv)
+    attns = [a.strip() for a in o.attn.split(",") if a.strip()]
+    if not attns or any(a not in ("qknorm", "scaled_dot") for a in attns):
+        parser.error(f"--attn: choose from qknorm, scaled_dot (comma-separated), got '{o.attn}'")
+    if o.d_model % o.heads:
+        parser.error(f"--d-model {o.d_model} is not divisible by --heads {o.heads}")
+    qkgrad = find_program(o.qkgrad, "qkgrad-bench")
+    import importlib.util
+    if importlib.util.find_spec("torch") is None:
+        raise BenchError(TORCH_HINT)
+    errors = []
+    qkgrad_ok = o.device == "cpu" or program_has_flag(qkgrad, "--device")
+    if not qkgrad_ok:
+        errors.append(f"{qkgrad} has no --device flag (its --help does not mention it): this qkgrad-bench cannot "
+                      "run on the GPU (bench/bench_train.cpp predates --device); only PyTorch was timed")
+        log(f"ERROR: {errors[-1]}")
+    started = time.monotonic()
+    runs = {a: {c: [] for c in GPU_CONTENDERS} for a in attns}
+    torch_info = {}
+    commands = {}
+    for attn in attns:
+        step = argparse.Namespace(**{k: getattr(o, k) for k in ("layers", "d_model", "heads", "ffn", "vocab", "batch",
+                                                               "src_len", "tgt_len", "steps", "warmup_steps",
+                                                               "threads", "dropout", "device")}, attn=attn)
+        commands[attn] = {"qkgrad": [qkgrad, "--json"] + step_flags(step),
+                          "torch": [sys.executable, os.path.abspath(__file__), "torch-step", "--json"] + step_flags(step)}
+    # Round by round, each attention's qkgrad then PyTorch: a spent --budget still leaves a
+    # comparison of every attention.
+    for r in range(1, o.rounds + 1):
+        for attn in attns:
+            for contender in GPU_CONTENDERS:
+                if contender == "qkgrad" and not qkgrad_ok:
+                    continue
+                if o.budget and time.monotonic() - started > o.budget:
+                    errors.append(f"{attn} round {r} {contender}: not run, the --budget of {o.budget} s was spent")
+                    log(f"[{attn} {r}/{o.rounds}] {contender}: skipped (--budget {o.budget} s spent)")
+                    continue
+                try:
+                    result, seconds = run_json(commands[attn][contender], dict(os.environ), o.timeout)
+                except RuntimeError as e:
+                    errors.append(f"{attn} round {r} {contender}: {e}")
+                    log(f"[{attn} {r}/{o.rounds}] {contender}: FAILED: {e}")
+                    continue
+                result.update(contender=contender, round=r, wall_s=round(seconds, 1))
+                if contender == "torch":
+                    torch_info = result
+                runs[attn][contender].append(result)
+                if o.jsonl:
+                    with open(o.jsonl, "a") as f:
+                        f.write(json.dumps(result) + "\n")
+                memory = result.get("peak_device_mb", result.get("peak_rss_mb"))
+                log(f"[{attn} {r}/{o.rounds}] {contender:<6} {result['median_ms']:9.2f} ms/step "
+                    f"{result['tgt_tokens_per_s']:10.0f} tok/s {result['gflops']:8.1f} GFLOP/s "
+                    f"{fmt(memory)} MB  ({seconds:.0f} s)")
+    print(gpu_table(o, attns, runs, torch_info) + "\n")
+    checks, passed = gpu_check_lines(o, attns, runs)
+    print("Checks:")
+    print("\n".join(checks))
+    for error in errors:
+        lines = [line for line in error.splitlines() if line.strip()]
+        print(f"- FAILED: {lines[0]}" + (f" — {lines[-1].strip()}" if len(lines) > 1 else ""))
+    return 0 if passed and not errors else 1
+
+
 def main(argv):
     if argv and argv[0] == "torch-step":
         return run_worker(argv[1:])
@@ -953,6 +1192,8 @@ def main(argv):
         return torch_attention_worker(argv[1:])
     if argv and argv[0] == "attention":
         return run_attention(argv[1:])
+    if argv and argv[0] == "gpu":
+        return run_gpu(argv[1:])
     return run_driver(argv)
 
 

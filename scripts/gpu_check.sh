@@ -1,0 +1,587 @@
+#!/usr/bin/env bash
+# qkgrad's check on a GPU machine (docs/gpu-check.md): build with the CUDA backend, run the CUDA
+# tests, qkgrad-gradcheck, the training-step benchmark against PyTorch on the GPU and a tiny
+# translation run, all inside a fixed time budget, everything logged.
+#
+#   scripts/gpu_check.sh prepare   HERE (Debian 12 with apt): downloads the Debian packages the
+#                                  build needs and the GPU machine may lack (OpenBLAS with
+#                                  OpenMP, Catch2, SentencePiece, pkgconf, and the runtime
+#                                  libraries they need) into .gpu-carry/debs/, and prints the
+#                                  exact device `run` call (carry: [".gpu-carry"]).
+#   scripts/gpu_check.sh run       THERE (works here too; the GPU stages then skip): unpacks the
+#                                  packages into /tmp/qkgrad-prefix, points pkg-config and the
+#                                  compiler and loader paths at it, then the stages
+#                                  env, prefix, build, tests, gradcheck, bench, translate.
+#
+# Output of `run` goes to $OUT, or ./gpu-check-out/ when OUT is unset:
+#   gpu-check.log   everything, with the elapsed time at every stage
+#   summary.txt     one line per stage (also the end of the log)
+#   cuda-tests.txt  build-gpu/tests/qkgrad-tests "[cuda]" (Catch2's console report, durations)
+#   bench.jsonl     every raw benchmark result, one JSON line each (qkgrad-bench and PyTorch)
+#   bench.md        the benchmark table (bench/compare_torch.py gpu)
+#   meson-log.txt   only when `meson setup` failed
+# Exit status of `run`: 0 when no stage failed (skipped stages do not fail), 1 otherwise.
+#
+# Settings of `run` (environment variables):
+#   GPU_CHECK_BUDGET_S   the whole run ends within about this many seconds (default 530)
+#   GPU_CHECK_CUDA       true (default) or false: -Dcuda for meson; false tests the prefix and
+#                        the stages on a machine without nvcc
+#   GPU_CHECK_DEVICE     cuda (default) or cpu: where bench and translate run (cpu: to test
+#                        those stages without a GPU; use small GPU_CHECK_BENCH_FLAGS then)
+#   GPU_CHECK_BENCH_FLAGS  the model and batch flags of the benchmark (default: the paper's base
+#                        size, --layers 6 --d-model 512 --heads 8 --ffn 2048 --vocab 8000
+#                        --batch 16 --src-len 64 --tgt-len 64 --steps 30 --warmup-steps 5)
+#   GPU_CHECK_ROUNDS     rounds of qkgrad / PyTorch per attention (default 3)
+#   GPU_CHECK_STAGES     comma-separated subset of tests,gradcheck,bench,translate (default all;
+#                        env, prefix and build always run; the build is incremental)
+#   GPU_CHECK_JOBS       ninja -j (default: every core); GPU_CHECK_NICE: nice level (default 0)
+#   GPU_CHECK_PYTHON     the Python with PyTorch (default python3)
+#   GPU_CHECK_PREFIX     where the packages are unpacked (default /tmp/qkgrad-prefix)
+#   GPU_CHECK_BUILD      the build directory (default build-gpu)
+#   GPU_CHECK_ALL_DEBS=1 also unpack libgomp1/libgfortran5/libquadmath0 when the system has them
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+ROOT=$PWD
+
+CARRY=.gpu-carry
+DEBS=$CARRY/debs
+MANIFEST=$CARRY/manifest.txt
+TRIPLET=x86_64-linux-gnu
+
+# The Debian 12 (bookworm) packages: what meson.build, tests/ and examples/ need (openblas via
+# pkg-config, catch2, sentencepiece), the pkg-config program, and the shared libraries those
+# need beyond libc/libstdc++. The Debian 12 SentencePiece bundles its protobuf-lite (no
+# libprotobuf package needed). The last three are fallbacks: unpacked only where the machine
+# lacks them, so they never shadow the machine's own (newer) copies.
+PACKAGES=(libopenblas0-openmp libopenblas-openmp-dev catch2 libsentencepiece0 libsentencepiece-dev
+          pkgconf-bin libpkgconf3 libgfortran5 libquadmath0 libgomp1)
+declare -A FALLBACK_SONAME=([libgfortran5]=libgfortran.so.5 [libquadmath0]=libquadmath.so.0
+                            [libgomp1]=libgomp.so.1)
+MAX_CARRY_MIB=40
+
+usage() {
+  sed -n "2,/^set -uo/p" "$0" | sed "\$d" | sed "s/^# \{0,1\}//"
+}
+
+die() {
+  echo "gpu_check.sh: error: $*" >&2
+  exit 2
+}
+
+# ==== prepare (here) ====
+
+prepare() {
+  command -v apt-get >/dev/null || die "prepare needs apt-get (Debian 12); run it on the development machine"
+  local arch
+  arch=$(dpkg --print-architecture)
+  [ "$arch" = amd64 ] || die "this machine's Debian architecture is $arch; the GPU machine is amd64"
+  grep -q 'VERSION_ID="12"' /etc/os-release 2>/dev/null ||
+    echo "warning: this is not Debian 12: the packages are this system's, not bookworm's" >&2
+  git check-ignore -q "$DEBS/x.deb" 2>/dev/null ||
+    echo "warning: $CARRY/ is not ignored by git (.gitignore needs /$CARRY/): it would travel twice" >&2
+  rm -rf "$DEBS"
+  mkdir -p "$DEBS"
+  echo "== downloading ${#PACKAGES[@]} packages into $DEBS/"
+  if ! (cd "$DEBS" && apt-get download "${PACKAGES[@]}"); then
+    echo "== apt-get download failed; apt-get update, then once more"
+    apt-get update -q || die "apt-get update failed"
+    (cd "$DEBS" && apt-get download "${PACKAGES[@]}") || die "apt-get download failed"
+  fi
+  local pkg deb missing=0
+  for pkg in "${PACKAGES[@]}"; do
+    deb=$(ls "$DEBS/${pkg}"_*.deb 2>/dev/null | head -n 1)
+    if [ -z "$deb" ]; then
+      echo "error: no .deb for $pkg" >&2
+      missing=1
+    fi
+  done
+  [ $missing -eq 0 ] || die "some packages were not downloaded"
+
+  # What the unpacked libraries and programs need from the C and C++ runtimes: the GPU
+  # machine's glibc must be at least as new (run checks it).
+  local scratch glibc glibcxx
+  scratch=$(mktemp -d)
+  for deb in "$DEBS"/*.deb; do dpkg -x "$deb" "$scratch"; done
+  local elfs
+  elfs=$(find "$scratch" -type f \( -name '*.so*' -o -path '*/bin/*' \) -exec sh -c \
+         'head -c 4 "$1" | grep -q ELF && echo "$1"' _ {} \;)
+  # shellcheck disable=SC2086
+  glibc=$(objdump -T $elfs 2>/dev/null | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -Vu | tail -n 1)
+  # shellcheck disable=SC2086
+  glibcxx=$(objdump -T $elfs 2>/dev/null | grep -o 'GLIBCXX_[0-9][0-9.]*' | sed 's/GLIBCXX_//' | sort -Vu | tail -n 1)
+  rm -rf "$scratch"
+  {
+    echo "# scripts/gpu_check.sh prepare, $(date -u '+%Y-%m-%d %H:%M UTC'), on $(. /etc/os-release; echo "$PRETTY_NAME")"
+    echo "glibc_needed=${glibc:-unknown}"
+    echo "glibcxx_needed=${glibcxx:-unknown}"
+    for deb in "$DEBS"/*.deb; do
+      printf '%s %s %s %s\n' "$(dpkg-deb -f "$deb" Package)" "$(dpkg-deb -f "$deb" Version)" \
+        "$(stat -c %s "$deb")" "$(sha256sum "$deb" | cut -c1-16)"
+    done
+  } > "$MANIFEST"
+
+  local kib mib tree_kib
+  kib=$(du -sk "$CARRY" | cut -f1)
+  mib=$(( (kib + 1023) / 1024 ))
+  # What the device tool sends: tracked and untracked-but-not-ignored files, plus the carry.
+  tree_kib=$(git ls-files -z --cached --others --exclude-standard 2>/dev/null |
+             xargs -0 du -ck 2>/dev/null | tail -n 1 | cut -f1)
+  echo
+  cat "$MANIFEST"
+  echo
+  echo "== $CARRY/: $(ls "$DEBS" | wc -l) packages, $mib MiB (limit set here: $MAX_CARRY_MIB MiB); the"
+  echo "   working tree that travels with it: about $(( (${tree_kib:-0} + kib + 1023) / 1024 )) MiB of the 64 MiB allowed"
+  [ "$mib" -le "$MAX_CARRY_MIB" ] || die "$CARRY/ is larger than $MAX_CARRY_MIB MiB"
+  echo "== the Debian 12 libraries need glibc >= ${glibc:-?} (and libstdc++ GLIBCXX_${glibcxx:-?}); run checks the machine's"
+  echo
+  echo "Now, on the device machine (one call; the script ends within GPU_CHECK_BUDGET_S = 530 s):"
+  echo "  run(command=\"bash scripts/gpu_check.sh run\", carry=[\"$CARRY\"], timeout_s=600)"
+}
+
+# ==== run (there) ====
+
+# Elapsed time, stage headers and the per-stage result lines of the summary.
+BUDGET=${GPU_CHECK_BUDGET_S:-530}
+RESULTS=()
+FAILED=0
+stage() {
+  printf '\n== %s  [%d:%02d elapsed, %d s left]\n' "$1" $((SECONDS / 60)) $((SECONDS % 60)) $((BUDGET - SECONDS))
+}
+result() {  # result ok|FAILED|skipped STAGE TEXT
+  [ "$1" = FAILED ] && FAILED=1
+  RESULTS+=("$(printf '%-9s %-7s %s  [at %d:%02d]' "$2" "$1" "$3" $((SECONDS / 60)) $((SECONDS % 60)))")
+  echo "-- $2: $1 $3"
+}
+# limit CAP [MIN]: the timeout for a stage: CAP seconds, or less if the budget has less left
+# (5 s kept back for the summary); prints nothing and fails when under MIN (default 10) is left.
+limit() {
+  local cap=$1 min=${2:-10} left=$((BUDGET - SECONDS - 5))
+  [ "$left" -lt "$cap" ] && cap=$left
+  [ "$cap" -lt "$min" ] && return 1
+  echo "$cap"
+}
+want() { [[ ",${GPU_CHECK_STAGES:-tests,gradcheck,bench,translate}," == *",$1,"* ]]; }
+# try LIMIT COMMAND...: runs COMMAND under `timeout`, says so when the limit killed it.
+try() {
+  local t=$1 rc
+  shift
+  timeout --kill-after=10 "$t" "$@"
+  rc=$?
+  [ $rc -eq 124 ] || [ $rc -eq 137 ] && echo "!! timed out after $t s: $*"
+  return $rc
+}
+
+# Is a shared library (by soname) available to the loader without our prefix?
+system_has_lib() {
+  ldconfig -p 2>/dev/null | grep -q "^[[:space:]]*$1 (.*x86-64" && return 0
+  local d
+  for d in /lib/$TRIPLET /usr/lib/$TRIPLET /lib64 /usr/lib64 /usr/local/lib; do
+    [ -e "$d/$1" ] && return 0
+  done
+  return 1
+}
+
+# deb_extract DEB DIR: dpkg -x, or (no dpkg on the machine) Python reading the ar archive.
+deb_extract() {
+  if command -v dpkg-deb >/dev/null; then
+    dpkg-deb -x "$1" "$2"
+  else
+    "$PY" - "$1" "$2" <<'EOF'
+import io, sys, tarfile
+deb, target = sys.argv[1], sys.argv[2]
+data = open(deb, "rb").read()
+assert data[:8] == b"!<arch>\n", "not a .deb (ar) archive"
+pos = 8
+while pos < len(data):
+    name, size = data[pos:pos + 16].decode().strip().rstrip("/"), int(data[pos + 48:pos + 58])
+    body = data[pos + 60:pos + 60 + size]
+    if name.startswith("data.tar"):
+        archive = tarfile.open(fileobj=io.BytesIO(body), mode="r:*")
+        archive.extractall(target, **({"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}))
+        break
+    pos += 60 + size + (size & 1)
+else:
+    sys.exit("no data.tar member in " + deb)
+EOF
+  fi
+}
+
+stage_env() {
+  stage "env: the machine"
+  echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'); host $(uname -n); $(uname -srm)"
+  (. /etc/os-release 2>/dev/null && echo "os: $PRETTY_NAME") || echo "os: unknown (no /etc/os-release)"
+  echo "glibc: $(getconf GNU_LIBC_VERSION 2>/dev/null || echo unknown); cores: $(nproc); memory: $(free -g 2>/dev/null | awk '/^Mem:/ {print $2 " GiB"}')"
+  echo "disk: $(df -h . 2>/dev/null | awk 'NR == 2 {print $4 " free on " $6}')"
+  echo "repository: $(git rev-parse --short HEAD 2>/dev/null || echo 'no git metadata (a copy of the working tree)')"
+  echo "sources (md5, to match a log with a working tree):"
+  md5sum backends/cuda/*.cu backends/cuda/*.cuh backends/cuda/*.h bench/bench_train.cpp tests/test_cuda.cpp 2>/dev/null |
+    awk '{printf "  %s %s\n", substr($1, 1, 12), $2}'
+
+  # nvcc: on PATH, else the usual places; CUDA_PATH for meson's cuda dependency.
+  if ! command -v nvcc >/dev/null; then
+    local d
+    for d in /usr/local/cuda/bin /usr/local/cuda-*/bin; do
+      [ -x "$d/nvcc" ] && { PATH=$d:$PATH; break; }
+    done
+  fi
+  if command -v nvcc >/dev/null; then
+    export CUDA_PATH=${CUDA_PATH:-${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}}
+    echo "nvcc: $(command -v nvcc) (CUDA_PATH=$CUDA_PATH)"
+    try 30 nvcc --version | tail -n 2
+  else
+    echo "nvcc: NOT FOUND"
+  fi
+  # meson and ninja: on PATH, else next to the Python (pip installs them there).
+  local pybin
+  pybin=$("$PY" -c 'import os, sys; print(os.path.dirname(sys.executable))' 2>/dev/null)
+  if [ -n "$pybin" ] && { ! command -v meson >/dev/null || ! command -v ninja >/dev/null; }; then
+    PATH=$PATH:$pybin
+  fi
+  echo "c++: $(command -v c++ g++ | head -n 1) $(c++ --version 2>/dev/null | head -n 1)"
+  echo "meson: $(command -v meson) $(meson --version 2>/dev/null); ninja: $(command -v ninja) $(ninja --version 2>/dev/null)"
+  echo "cmake: $(cmake --version 2>/dev/null | head -n 1); system pkg-config: $(command -v pkg-config || echo none)"
+  echo "python: $(command -v "$PY") $("$PY" --version 2>&1)"
+  local torch_says
+  torch_says=$(try 60 "$PY" -c '
+import torch
+print("torch", torch.__version__, "CUDA", torch.version.cuda, "cuDNN", torch.backends.cudnn.version(),
+      "GPU available:", torch.cuda.is_available())
+if torch.cuda.is_available():
+    p = torch.cuda.get_device_properties(0)
+    print("torch sees:", p.name, f"{p.total_memory / 2**30:.0f} GiB,", p.multi_processor_count, "SMs, capability",
+          f"{p.major}.{p.minor}")' 2>&1) || torch_says+=$'\n'"python/torch: could not import torch with $PY"
+  echo "$torch_says"
+  HAVE_GPU=0
+  if command -v nvidia-smi >/dev/null; then
+    try 30 nvidia-smi
+    try 30 nvidia-smi -L 2>/dev/null | grep -q '^GPU ' && HAVE_GPU=1
+  else
+    echo "nvidia-smi: not found"
+  fi
+  grep -q 'GPU available: True' <<< "$torch_says" && HAVE_GPU=1
+  local missing=""
+  command -v meson >/dev/null || missing+=" meson"
+  command -v ninja >/dev/null || missing+=" ninja"
+  command -v c++ >/dev/null || command -v g++ >/dev/null || missing+=" c++"
+  if [ "$CUDA" = true ] && ! command -v nvcc >/dev/null; then missing+=" nvcc"; fi
+  if [ -n "$missing" ]; then
+    result FAILED env "missing:$missing"
+    return 1
+  fi
+  result ok env "GPU: $([ $HAVE_GPU = 1 ] && nvidia-smi -L 2>/dev/null | head -n 1 || echo none)"
+}
+
+# The prefix: every .deb unpacked, .pc files and absolute links rewritten, the search paths set.
+stage_prefix() {
+  stage "prefix: Debian 12 packages from $DEBS/ into $PREFIX"
+  local debs=("$DEBS"/*.deb)
+  if [ ! -e "${debs[0]}" ]; then
+    echo "no packages in $DEBS/: run 'scripts/gpu_check.sh prepare' on the development machine and carry $CARRY"
+    result FAILED prefix "no $DEBS/*.deb (prepare was not run, or $CARRY was not carried); using the machine's own packages"
+    return 1
+  fi
+  [ -f "$MANIFEST" ] && grep -v '^#' "$MANIFEST" | sed 's/^/  /'
+  rm -rf "$PREFIX"
+  mkdir -p "$PREFIX"
+  local deb pkg soname unpacked=()
+  for deb in "${debs[@]}"; do
+    pkg=$(basename "$deb")
+    pkg=${pkg%%_*}
+    soname=${FALLBACK_SONAME[$pkg]:-}
+    if [ -n "$soname" ] && [ "${GPU_CHECK_ALL_DEBS:-0}" != 1 ] && system_has_lib "$soname"; then
+      echo "  $pkg: not unpacked, the machine has its own $soname"
+      continue
+    fi
+    deb_extract "$deb" "$PREFIX" || { result FAILED prefix "could not unpack $deb"; return 1; }
+    unpacked+=("$pkg")
+  done
+  echo "  unpacked: ${unpacked[*]}"
+
+  # .pc files: Debian's say prefix=/usr, libdir=/usr/lib/..., -I/usr/include; point them here.
+  local pc
+  while IFS= read -r pc; do
+    sed -i -E -e "s#(=|[[:space:]]|-I|-L)/usr/#\\1$PREFIX/usr/#g" -e "s#=/usr\$#=$PREFIX/usr#" "$pc"
+  done < <(find "$PREFIX" -name '*.pc' -type f)
+  # Absolute symbolic links (none expected: Debian's alternatives such as
+  # /usr/lib/x86_64-linux-gnu/pkgconfig/openblas.pc -> /etc/alternatives/... are made by the
+  # package's postinst, which dpkg -x never runs; below, pkg-config is pointed at the OpenMP
+  # build's own openblas.pc in .../openblas-openmp/pkgconfig instead).
+  local link target
+  while IFS= read -r link; do
+    target=$(readlink "$link")
+    if [[ $target == /* ]]; then
+      if [ -e "$PREFIX$target" ]; then
+        ln -sfn "$PREFIX$target" "$link"
+        echo "  link $link -> $PREFIX$target (was $target)"
+      else
+        echo "  warning: link $link -> $target points outside the prefix"
+      fi
+    fi
+  done < <(find "$PREFIX" -type l)
+
+  local lib=$PREFIX/usr/lib/$TRIPLET blas=$PREFIX/usr/lib/$TRIPLET/openblas-openmp
+  local pcdirs=$blas/pkgconfig:$lib/pkgconfig:$PREFIX/usr/share/pkgconfig:$PREFIX/usr/lib/pkgconfig
+  local ld_path=$blas:$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+  # Do the Debian 12 libraries load on this machine (glibc, libstdc++ new enough)? Tried before
+  # anything is exported: when they do not, the build goes on with the machine's own packages.
+  local needed have probe
+  needed=$(sed -n 's/^glibc_needed=//p' "$MANIFEST" 2>/dev/null)
+  have=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
+  echo "  glibc: the packages need >= ${needed:-?}, this machine has ${have:-?}"
+  probe=ok
+  "$PY" -c pass 2>/dev/null || echo "  warning: $PY does not run: cannot test whether the libraries load"
+  "$PY" -c pass 2>/dev/null && probe=$(LD_LIBRARY_PATH=$ld_path "$PY" -c 'import ctypes, sys
+for path in sys.argv[1:]:
+    ctypes.CDLL(path)
+print("ok")' "$blas/libopenblas.so.0" "$lib/libsentencepiece.so.0" "$lib/libsentencepiece_train.so.0" 2>&1 | tail -n 1)
+  if [ "$probe" != ok ]; then
+    echo "!! THE DEBIAN 12 LIBRARIES DO NOT LOAD ON THIS MACHINE: $probe"
+    if [ -n "$needed" ] && [ -n "$have" ] &&
+       [ "$(printf '%s\n%s\n' "$needed" "$have" | sort -V | head -n 1)" != "$needed" ]; then
+      echo "!! its glibc $have is older than the $needed they need: carry packages of an older"
+      echo "!! distribution, or build OpenBLAS and SentencePiece there from source"
+    fi
+    result FAILED prefix "the unpacked libraries do not load: $probe"
+    return 1
+  fi
+  # pkg-config: the unpacked pkgconf when it runs here, else the machine's.
+  local pkgconfig=""
+  mkdir -p "$PREFIX/bin"
+  if LD_LIBRARY_PATH=$ld_path "$PREFIX/usr/bin/pkgconf" --version >/dev/null 2>&1; then
+    ln -sfn ../usr/bin/pkgconf "$PREFIX/bin/pkg-config"
+    pkgconfig=$PREFIX/bin/pkg-config
+  elif command -v pkg-config >/dev/null; then
+    echo "  warning: the unpacked pkgconf does not run: $(LD_LIBRARY_PATH=$ld_path "$PREFIX/usr/bin/pkgconf" --version 2>&1 | head -n 1)"
+    pkgconfig=$(command -v pkg-config)
+  else
+    echo "  the unpacked pkgconf does not run here and the machine has no pkg-config:"
+    LD_LIBRARY_PATH=$ld_path "$PREFIX/usr/bin/pkgconf" --version 2>&1 | head -n 3
+    result FAILED prefix "no working pkg-config"
+    return 1
+  fi
+
+  export LD_LIBRARY_PATH=$ld_path
+  export LIBRARY_PATH=$blas:$lib${LIBRARY_PATH:+:$LIBRARY_PATH}
+  export CPATH=$PREFIX/usr/include:$PREFIX/usr/include/$TRIPLET/openblas-openmp${CPATH:+:$CPATH}
+  # Only the prefix: the build must use these packages, not whatever the machine has.
+  export PKG_CONFIG_PATH=$pcdirs PKG_CONFIG_LIBDIR=$pcdirs PKG_CONFIG=$pkgconfig
+  [ "$pkgconfig" = "$PREFIX/bin/pkg-config" ] && export PATH=$PREFIX/bin:$PATH
+  echo "  LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  echo "  LIBRARY_PATH=$LIBRARY_PATH"
+  echo "  CPATH=$CPATH"
+  echo "  PKG_CONFIG_PATH=PKG_CONFIG_LIBDIR=$pcdirs"
+  echo "  PKG_CONFIG=$PKG_CONFIG (pkgconf $("$PKG_CONFIG" --version))"
+  # (pkgconf leaves out the -I and -L directories that CPATH and LIBRARY_PATH already name.)
+  local name
+  for name in openblas catch2 sentencepiece; do
+    echo "  pkg-config $name: $("$PKG_CONFIG" --modversion $name 2>&1) | $("$PKG_CONFIG" --cflags --libs $name 2>&1)"
+  done
+  result ok prefix "${#unpacked[@]} packages unpacked; they load (glibc ${have:-?} >= ${needed:-?})"
+}
+
+stage_build() {
+  stage "build: meson setup $BUILD -Dcuda=$CUDA -Dgpu_arch=h200 -Dwerror=false; ninja -j $JOBS"
+  local t options=(-Dcuda="$CUDA" -Dgpu_arch=h200 -Dwerror=false)
+  t=$(limit 150 30) || { result FAILED build "no time left to configure"; return 1; }
+  local setup=(meson setup "$BUILD" "${options[@]}")
+  [ -f "$BUILD/build.ninja" ] && setup=(meson setup --reconfigure "$BUILD" "${options[@]}")
+  if ! try "$t" nice -n "$NICE" "${setup[@]}"; then
+    cp "$BUILD/meson-logs/meson-log.txt" "$OUTDIR/meson-log.txt" 2>/dev/null
+    result FAILED build "meson setup failed (meson-log.txt)"
+    return 1
+  fi
+  # Where the dependencies come from (the prefix, if the packages were used).
+  echo "-- dependencies in $BUILD/build.ninja:"
+  grep -oE "(-I|-L)?${PREFIX}[^ \"']*" "$BUILD/build.ninja" | sort -u | sed 's/^/   /' | head -n 20
+  # Whatever the budget allows, less 3 minutes for the tests, the benchmark and the translation.
+  t=$(limit $((BUDGET - SECONDS - 180)) 30) || { result FAILED build "no time left to compile"; return 1; }
+  local start=$SECONDS
+  try "$t" nice -n "$NICE" ninja -C "$BUILD" -k 0 -j "$JOBS"
+  local rc=$?
+  local exe missing=()
+  for exe in tests/qkgrad-tests examples/qkgrad-gradcheck bench/qkgrad-bench examples/qkgrad-translate; do
+    [ -x "$BUILD/$exe" ] || missing+=("$exe")
+  done
+  if [ -x "$BUILD/bench/qkgrad-bench" ]; then
+    echo "-- shared libraries of $BUILD/bench/qkgrad-bench:"
+    ldd "$BUILD/bench/qkgrad-bench" | grep -E 'openblas|gomp|gfortran|cuda|cublas|sentencepiece|not found' | sed 's/^[[:space:]]*/   /'
+  fi
+  if [ $rc -ne 0 ]; then
+    result FAILED build "ninja exit status $rc after $((SECONDS - start)) s; not built: ${missing[*]:-none}"
+    [ ${#missing[@]} -lt 4 ] || return 1
+    return 0  # -k 0: whatever did build is still checked below
+  fi
+  result ok build "built in $((SECONDS - start)) s"
+}
+
+stage_tests() {
+  stage "tests: $BUILD/tests/qkgrad-tests \"[cuda]\""
+  [ -x "$BUILD/tests/qkgrad-tests" ] || { result FAILED tests "not built"; return; }
+  local t
+  t=$(limit 150 20) || { result skipped tests "no time left"; return; }
+  try "$t" "$BUILD/tests/qkgrad-tests" "[cuda]" --use-colour no -d yes > "$OUTDIR/cuda-tests.txt" 2>&1
+  local rc=$? summary
+  summary=$(grep -E "^(All tests passed|test cases:|No test)" "$OUTDIR/cuda-tests.txt" | tail -n 1)
+  tail -n 60 "$OUTDIR/cuda-tests.txt"
+  if [ $rc -eq 0 ]; then
+    result ok tests "$summary"
+  else
+    result FAILED tests "exit status $rc: ${summary:-no summary (crashed or timed out)}; see cuda-tests.txt"
+  fi
+}
+
+stage_gradcheck() {
+  stage "gradcheck: $BUILD/examples/qkgrad-gradcheck (CPU)"
+  [ -x "$BUILD/examples/qkgrad-gradcheck" ] || { result FAILED gradcheck "not built"; return; }
+  local t out rc
+  t=$(limit 60 10) || { result skipped gradcheck "no time left"; return; }
+  out=$(try "$t" "$BUILD/examples/qkgrad-gradcheck" 2>&1)
+  rc=$?
+  echo "$out" | grep -v ' PASS$'
+  local pass fail
+  pass=$(grep -c ' PASS$' <<< "$out")
+  fail=$(grep -c ' FAIL$' <<< "$out")
+  if [ $rc -eq 0 ]; then
+    result ok gradcheck "$pass ops PASS"
+  else
+    result FAILED gradcheck "exit status $rc: $pass PASS, $fail FAIL"
+  fi
+}
+
+# Can qkgrad run on $DEVICE here? Prints why not.
+device_ready() {
+  if [ "$DEVICE" = cuda ]; then
+    [ "$CUDA" = true ] || { echo "built with -Dcuda=false"; return 1; }
+    [ "$HAVE_GPU" = 1 ] || { echo "no GPU on this machine"; return 1; }
+  fi
+  return 0
+}
+
+stage_bench() {
+  stage "bench: qkgrad-bench and PyTorch, --device $DEVICE, alternating, $ROUNDS rounds per attention"
+  local why
+  why=$(device_ready) || { result skipped bench "$why"; return; }
+  [ -x "$BUILD/bench/qkgrad-bench" ] || { result FAILED bench "qkgrad-bench not built"; return; }
+  echo "-- $BUILD/bench/qkgrad-bench --help:"
+  "$BUILD/bench/qkgrad-bench" --help 2>&1 | sed 's/^/   /'
+  if ! "$BUILD/bench/qkgrad-bench" --help 2>&1 | grep -q -- '--device'; then
+    echo "!! qkgrad-bench HAS NO --device FLAG: bench/bench_train.cpp cannot run on the GPU yet;"
+    echo "!! only PyTorch is timed below"
+  fi
+  # Leave translate its minute; each run has its own timeout, and none starts in the last one.
+  local t per_run=60
+  t=$(limit $((BUDGET - SECONDS - 75)) 60) || { result skipped bench "no time left"; return; }
+  # shellcheck disable=SC2086
+  try "$t" "$PY" bench/compare_torch.py gpu --device "$DEVICE" --qkgrad "$BUILD/bench/qkgrad-bench" \
+    $BENCH_FLAGS --rounds "$ROUNDS" --attn qknorm,scaled_dot --timeout "$per_run" \
+    --budget $((t - per_run - 10 > 0 ? t - per_run - 10 : 1)) --jsonl "$OUTDIR/bench.jsonl" \
+    > "$OUTDIR/bench.md"
+  local rc=$?
+  echo
+  cat "$OUTDIR/bench.md"
+  local ratios
+  ratios=$(awk -F'|' '/^\| (qknorm|scaled_dot) \|/ {gsub(/ /, "", $2); gsub(/ /, "", $8); printf "%s %s ", $2, $8}' \
+           "$OUTDIR/bench.md")
+  if [ $rc -eq 0 ]; then
+    result ok bench "PyTorch time / qkgrad time: ${ratios:-?}(bench.md)"
+  else
+    result FAILED bench "exit status $rc; ${ratios:+PyTorch time / qkgrad time: $ratios}see bench.md and the log"
+  fi
+}
+
+stage_translate() {
+  stage "translate: qkgrad-translate train --preset tiny --device $DEVICE on a generated corpus"
+  local why
+  why=$(device_ready) || { result skipped translate "$why"; return; }
+  local exe=$BUILD/examples/qkgrad-translate
+  [ -x "$exe" ] || { result FAILED translate "qkgrad-translate not built"; return; }
+  if ! "$exe" train --help 2>&1 | grep -q -- '--device'; then
+    result skipped translate "qkgrad-translate train has no --device flag"
+    return
+  fi
+  local t work=/tmp/qkgrad-gpu-translate
+  t=$(limit 90 20) || { result skipped translate "no time left"; return; }
+  rm -rf "$work"
+  mkdir -p "$work/data"
+  # 400 pairs of two number words (tests/cli_helpers.h's write_corpus): learnt in 200 steps on
+  # the CPU (one evaluation, at the end, so that translate uses the final model).
+  local split i es=(uno dos tres cuatro cinco) en=(one two three four five)
+  for split in train dev test; do
+    for ((i = 0; i < 400; i++)); do
+      echo "${es[i % 5]} ${es[(i / 5) % 5]}" >> "$work/data/$split.es"
+      echo "${en[i % 5]} ${en[(i / 5) % 5]}" >> "$work/data/$split.en"
+    done
+  done
+  local start=$SECONDS
+  if ! try "$t" "$exe" train --data "$work/data" --run "$work/run" --preset tiny --device "$DEVICE" \
+       --vocab-size 30 --max-steps 200 --eval-every 200 --eval-sentences 20; then
+    result FAILED translate "training failed after $((SECONDS - start)) s"
+    return
+  fi
+  local trained=$((SECONDS - start)) out
+  t=$(limit 30 5) || { result ok translate "trained 200 steps in $trained s (no time left to translate)"; return; }
+  out=$(printf 'uno dos\ntres cuatro\ncinco uno\n' | try "$t" "$exe" translate --run "$work/run" --device "$DEVICE" 2>&1)
+  local rc=$?
+  echo "translations of 'uno dos', 'tres cuatro', 'cinco uno':"
+  echo "$out" | sed 's/^/   /'
+  if [ $rc -eq 0 ]; then
+    result ok translate "trained 200 steps in $trained s; translated: $(echo "$out" | tr '\n' '/' | cut -c1-60)"
+  else
+    result FAILED translate "translate exit status $rc"
+  fi
+}
+
+run_all() {
+  echo "scripts/gpu_check.sh run: budget $BUDGET s, -Dcuda=$CUDA, device $DEVICE, build $BUILD, prefix $PREFIX, output $OUTDIR"
+  stage_env || true
+  if stage_prefix; then
+    :
+  else
+    echo "!! continuing with the machine's own packages (the build may fail)"
+  fi
+  if stage_build; then
+    want tests && stage_tests
+    want gradcheck && stage_gradcheck
+    want bench && stage_bench
+    want translate && stage_translate
+  fi
+  stage "summary"
+  printf '%s\n' "${RESULTS[@]}" | tee "$OUTDIR/summary.txt"
+  printf 'total %d:%02d; %s\n' $((SECONDS / 60)) $((SECONDS % 60)) \
+    "$([ $FAILED -eq 0 ] && echo 'no stage failed' || echo 'SOME STAGE FAILED')" | tee -a "$OUTDIR/summary.txt"
+  echo "files: $(cd "$OUTDIR" && ls | tr '\n' ' ')"
+  return $FAILED
+}
+
+run() {
+  PREFIX=${GPU_CHECK_PREFIX:-/tmp/qkgrad-prefix}
+  BUILD=${GPU_CHECK_BUILD:-build-gpu}
+  CUDA=${GPU_CHECK_CUDA:-true}
+  DEVICE=${GPU_CHECK_DEVICE:-cuda}
+  ROUNDS=${GPU_CHECK_ROUNDS:-3}
+  JOBS=${GPU_CHECK_JOBS:-$(nproc)}
+  NICE=${GPU_CHECK_NICE:-0}
+  PY=${GPU_CHECK_PYTHON:-python3}
+  BENCH_FLAGS=${GPU_CHECK_BENCH_FLAGS:---layers 6 --d-model 512 --heads 8 --ffn 2048 --vocab 8000 --batch 16 --src-len 64 --tgt-len 64 --steps 30 --warmup-steps 5}
+  HAVE_GPU=0
+  [[ $CUDA == true || $CUDA == false ]] || die "GPU_CHECK_CUDA must be true or false, got '$CUDA'"
+  [[ $DEVICE == cuda || $DEVICE == cpu ]] || die "GPU_CHECK_DEVICE must be cuda or cpu, got '$DEVICE'"
+  if [ -n "${OUT:-}" ]; then
+    OUTDIR=$OUT
+  else
+    OUTDIR=$ROOT/gpu-check-out
+    rm -rf "$OUTDIR"
+  fi
+  mkdir -p "$OUTDIR"
+  export PYTHONUNBUFFERED=1
+  run_all 2>&1 | tee -a "$OUTDIR/gpu-check.log"
+  return "${PIPESTATUS[0]}"
+}
+
+case "${1:-}" in
+  prepare) prepare ;;
+  run) run ;;
+  -h|--help|help) usage ;;
+  *) usage >&2; exit 2 ;;
+esac
