@@ -3,7 +3,7 @@
 #   1. installs what is missing (apt-get) and builds qkgrad (release);
 #   2. builds the embedded Spanish->English corpus from Debian's Bible packages
 #      (Reina-Valera 1909 and the World English Bible, aligned verse by verse);
-#   3. trains a QKNorm Transformer with the `demo` preset (about 15 minutes of training);
+#   3. trains a QKNorm Transformer with the `demo` preset (about 13 minutes of training);
 #   4. translates the held-out test books and prints BLEU, chrF and a few example translations,
 #      and draws the attention of every layer and head for one sentence.
 # Extra arguments go to `qkgrad-translate train` (e.g. --attn scaled_dot, --max-minutes 30).

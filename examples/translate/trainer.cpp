@@ -40,7 +40,7 @@ Preset preset_by_name(const std::string& name) {
   Preset p;
   p.name = name;
   if (name == "demo") {
-    // Sized by measurement to train in about 14 minutes on 2 cores (README, "Numbers"): a small
+    // Sized by measurement to train in about 13 minutes on 2 cores (README, "Numbers"): a small
     // model, many small batches, and a cosine decay that reaches 0 at the last step.
     p.layers = 2;
     p.d_model = 256;
