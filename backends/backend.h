@@ -6,6 +6,8 @@
 // (built with meson -Dcuda=true). A kernel a backend does not have yet throws a clear Error.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -57,6 +59,12 @@ struct GemmSpec {
 struct RandomStream {
   uint64_t seed = 0, stream = 0, first_block = 0;
 };
+// The keep test of every dropout (dropout, word dropout, attention; cpu and cuda): an element is
+// kept when its 32-bit stream word is >= p·2³², i.e. with probability 1 − p (p = 1 saturates at
+// 2³² − 1). Computed once on the host, so every kernel draws the same mask.
+inline uint32_t dropout_threshold(double p) {
+  return static_cast<uint32_t>(std::min(std::ldexp(p, 32), 4294967295.0));
+}
 inline uint64_t random_blocks_needed(DType dtype, int64_t numel) {
   const int64_t per_block = dtype == DType::f32 ? 4 : 2;
   return static_cast<uint64_t>((numel + per_block - 1) / per_block);

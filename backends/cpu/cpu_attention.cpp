@@ -60,7 +60,7 @@ struct DropoutMask {
   uint32_t threshold;
   double scale;
   explicit DropoutMask(const AttentionSpec& spec)
-      : s(spec), threshold(static_cast<uint32_t>(std::min(std::ldexp(spec.dropout, 32), 4294967295.0))),
+      : s(spec), threshold(dropout_threshold(spec.dropout)),
         scale(1.0 / (1.0 - spec.dropout)) {}
   template <typename T>
   void row(int64_t b, int64_t h, int64_t i, T* factors) const {

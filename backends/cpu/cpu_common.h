@@ -3,35 +3,15 @@
 
 #include <cstdint>
 
+#include "backends/dtype_dispatch.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/tensor.h"
 
 namespace qkgrad::cpu {
 
-// Calls fn(T{}) with T = float or double according to dtype: write a kernel once as a
-// generic lambda, `dispatch(t.dtype(), [&](auto tag) { using T = decltype(tag); ... });`.
-// Ops reject i64 before any math kernel sees it; reaching one here is an internal error.
-template <typename Fn>
-void dispatch(DType dtype, Fn&& fn) {
-  if (dtype == DType::f32) {
-    fn(float{});
-  } else if (dtype == DType::f64) {
-    fn(double{});
-  } else {
-    fail("internal error: a floating-point cpu kernel was called on an i64 tensor");
-  }
-}
-
-// Like dispatch, for the few kernels that also move integers (fill, copy/convert).
-template <typename Fn>
-void dispatch_all(DType dtype, Fn&& fn) {
-  if (dtype == DType::i64) {
-    fn(int64_t{});
-  } else {
-    dispatch(dtype, fn);
-  }
-}
+using kernels::dispatch;      // backends/dtype_dispatch.h
+using kernels::dispatch_all;
 
 template <typename T>
 const T* in_ptr(const Tensor& t) {

@@ -72,8 +72,6 @@ void CpuBackend::fill_normal(Tensor& out, double mean, double stddev, RandomStre
 }
 
 namespace {
-// Element i keeps its value when its 32-bit word is >= p·2³², i.e. with probability 1 − p.
-uint32_t drop_threshold(double p) { return static_cast<uint32_t>(std::min(std::ldexp(p, 32), 4294967295.0)); }
 uint32_t stream_word(const RandomStream& rs, int64_t i) {
   return philox::random_block(rs.seed, rs.stream, rs.first_block + static_cast<uint64_t>(i / 4)).v[i % 4];
 }
@@ -84,7 +82,7 @@ void CpuBackend::dropout(const Tensor& x, double p, RandomStream rs, Tensor& y) 
     using T = decltype(tag);
     const T* in = x.data<T>();
     T* out = y.data<T>();
-    const uint32_t threshold = drop_threshold(p);
+    const uint32_t threshold = dropout_threshold(p);
     const T scale = static_cast<T>(1.0 / (1.0 - p));
     const int64_t n = x.numel();
     // Chunks of 1024 elements (256 blocks): the words of a chunk are generated in one batch.
@@ -103,7 +101,7 @@ void CpuBackend::word_dropout(const Tensor& ids, double p, int64_t replacement, 
                               Tensor& out) {
   const int64_t* in = ids.data<int64_t>();
   int64_t* o = out.data<int64_t>();
-  const uint32_t threshold = drop_threshold(p);
+  const uint32_t threshold = dropout_threshold(p);
   for (int64_t i = 0; i < ids.numel(); ++i) {
     o[i] = p < 1 && stream_word(rs, i) >= threshold ? in[i] : replacement;  // p = 1 drops every id
   }

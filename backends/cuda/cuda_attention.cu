@@ -80,8 +80,8 @@ AttnDims dims_of(const AttentionSpec& spec) {
   s.scale = spec.scale;
   s.eps = spec.eps;
   s.dropout_on = spec.dropout > 0;
-  // Exactly as DropoutMask in cpu_attention.cpp (and drop_threshold in cpu_random.cpp).
-  s.threshold = static_cast<uint32_t>(std::min(std::ldexp(spec.dropout, 32), 4294967295.0));
+  // Exactly as DropoutMask in cpu_attention.cpp.
+  s.threshold = dropout_threshold(spec.dropout);
   s.keep_scale = 1.0 / (1.0 - spec.dropout);
   s.rs = spec.rs;
   return s;

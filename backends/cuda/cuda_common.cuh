@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "backends/backend.h"
+#include "backends/dtype_dispatch.h"
 #include "backends/cuda/cuda_check.h"
 #include "core/error.h"
 #include "core/shape.h"
@@ -19,27 +20,8 @@
 
 namespace qkgrad::cuda {
 
-// Calls fn(T{}) with T = float or double according to dtype (see backends/cpu/cpu_common.h).
-template <typename Fn>
-void dispatch(DType dtype, Fn&& fn) {
-  if (dtype == DType::f32) {
-    fn(float{});
-  } else if (dtype == DType::f64) {
-    fn(double{});
-  } else {
-    fail("internal error: a floating-point cuda kernel was called on an i64 tensor");
-  }
-}
-
-// Like dispatch, for the few kernels that also move integers (fill, copy/convert).
-template <typename Fn>
-void dispatch_all(DType dtype, Fn&& fn) {
-  if (dtype == DType::i64) {
-    fn(int64_t{});
-  } else {
-    dispatch(dtype, fn);
-  }
-}
+using kernels::dispatch;      // backends/dtype_dispatch.h
+using kernels::dispatch_all;
 
 // Elementwise kernels use grid-stride loops over int64 indices with kThreads per block and at
 // most kMaxBlocks blocks (enough to fill any current GPU several times over).

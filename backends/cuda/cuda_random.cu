@@ -30,12 +30,6 @@ using cuda::kThreads;
 
 constexpr int64_t kWordsPerBlock = 4;  // 32-bit words per Philox block
 
-// Element i keeps its value when its word is >= p·2³², i.e. with probability 1 − p (the CPU's
-// drop_threshold, on the host: the same double arithmetic gives the same threshold).
-uint32_t drop_threshold(double p) {
-  return static_cast<uint32_t>(std::min(std::ldexp(p, 32), 4294967295.0));
-}
-
 // The Philox blocks covering n elements (the last one may be partly used).
 __host__ __device__ int64_t blocks_for(int64_t n) {
   return (n + kWordsPerBlock - 1) / kWordsPerBlock;
@@ -78,7 +72,7 @@ __global__ void word_dropout_kernel(const int64_t* ids, int64_t* out, int64_t n,
 void CudaBackend::dropout(const Tensor& x, double p, RandomStream rs, Tensor& y) {
   const int64_t n = x.numel();
   if (n == 0) return;
-  const uint32_t threshold = drop_threshold(p);
+  const uint32_t threshold = dropout_threshold(p);
   cuda::dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T scale = static_cast<T>(1.0 / (1.0 - p));  // in double, then rounded: as on the CPU
@@ -93,7 +87,7 @@ void CudaBackend::word_dropout(const Tensor& ids, double p, int64_t replacement,
   const int64_t n = ids.numel();
   if (n == 0) return;
   word_dropout_kernel<<<grid_for(blocks_for(n)), kThreads>>>(
-      ids.data<int64_t>(), out.data<int64_t>(), n, rs, drop_threshold(p), p < 1, replacement);
+      ids.data<int64_t>(), out.data<int64_t>(), n, rs, dropout_threshold(p), p < 1, replacement);
   QKGRAD_CUDA_LAUNCHED();
 }
 

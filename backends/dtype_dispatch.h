@@ -1,0 +1,36 @@
+// Writing a kernel once for float and double: dispatch(dtype, fn) calls fn(T{}) with T = float
+// or double according to dtype, so a kernel is a generic lambda:
+//   dispatch(t.dtype(), [&](auto tag) { using T = decltype(tag); ... });
+// Shared by the CPU and CUDA backends (backends/cpu/cpu_common.h, backends/cuda/cuda_common.cuh).
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/error.h"
+
+namespace qkgrad::kernels {
+
+// Ops reject i64 before any math kernel sees it; reaching one here is an internal error.
+template <typename Fn>
+void dispatch(DType dtype, Fn&& fn) {
+  if (dtype == DType::f32) {
+    fn(float{});
+  } else if (dtype == DType::f64) {
+    fn(double{});
+  } else {
+    fail("internal error: a floating-point kernel was called on an i64 tensor");
+  }
+}
+
+// Like dispatch, for the few kernels that also move integers (fill, copy/convert).
+template <typename Fn>
+void dispatch_all(DType dtype, Fn&& fn) {
+  if (dtype == DType::i64) {
+    fn(int64_t{});
+  } else {
+    dispatch(dtype, fn);
+  }
+}
+
+}  // namespace qkgrad::kernels
