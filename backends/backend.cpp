@@ -107,12 +107,13 @@ void Backend::word_dropout(const Tensor&, double, int64_t, RandomStream, Tensor&
   not_implemented("word_dropout");
 }
 void Backend::attention_forward(const AttentionSpec&, const Tensor&, const Tensor&, const Tensor&,
-                                const Tensor*, Tensor&, Tensor&, Tensor&, Tensor&) {
+                                const Tensor*, Tensor&, Tensor&, Tensor&, Tensor&, Tensor&) {
   not_implemented("attention_forward");
 }
 void Backend::attention_backward(const AttentionSpec&, const Tensor&, const Tensor&, const Tensor&,
                                  const Tensor*, const Tensor&, const Tensor&, const Tensor&,
-                                 const Tensor&, const Tensor&, Tensor&, Tensor&, Tensor&, Tensor*) {
+                                 const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&,
+                                 Tensor&, Tensor*) {
   not_implemented("attention_backward");
 }
 void Backend::permute(const Tensor&, const std::vector<int>&, Tensor&) { not_implemented("permute"); }

@@ -181,20 +181,25 @@ class Backend {
   virtual void word_dropout(const Tensor& ids, double p, int64_t replacement, RandomStream rs,
                             Tensor& out);
 
-  // ---- fused attention (cpu: cpu_attention.cpp) ----
-  // Writes out, P ([B, H, tq, tk], the probabilities before dropout, kept for the backward and
-  // returned to users who ask for them) and, for qknorm, rq = 1/max(‖q‖, eps) ([B, H, tq])
-  // and rk ([B, H, tk]).
+  // ---- fused attention (cpu: cpu_attention.cpp, cuda: cuda_attention.cu) ----
+  // What the forward keeps for the backward. true (cpu): P itself ([B, H, tq, tk], the
+  // probabilities before dropout), so the backward needs no exponentials; lse is empty.
+  // false (cuda, flash-style): lse = log Σ_j exp(S_ij) of each query row ([B, H, tq], −∞ for a
+  // row with no visible key), from which the backward recomputes P tile by tile; P is written
+  // only when a user asks for it, else `probs` is empty ([B, H, 0, 0]).
+  virtual bool attention_keeps_probs() const { return true; }
+  // Writes out, P or lse (see above) and, for qknorm, rq = 1/max(‖q‖, eps) ([B, H, tq]) and
+  // rk ([B, H, tk]).
   virtual void attention_forward(const AttentionSpec& spec, const Tensor& q, const Tensor& k,
                                  const Tensor& v, const Tensor* g, Tensor& out, Tensor& probs,
-                                 Tensor& rq, Tensor& rk);
+                                 Tensor& lse, Tensor& rq, Tensor& rk);
   // Overwrites dq, dk, dv (same shapes as q, k, v; unused cache rows get 0) and dg (qknorm;
-  // may be null).
+  // may be null), from what the forward kept (P or lse).
   virtual void attention_backward(const AttentionSpec& spec, const Tensor& q, const Tensor& k,
                                   const Tensor& v, const Tensor* g, const Tensor& out,
-                                  const Tensor& probs, const Tensor& rq, const Tensor& rk,
-                                  const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv,
-                                  Tensor* dg);
+                                  const Tensor& probs, const Tensor& lse, const Tensor& rq,
+                                  const Tensor& rk, const Tensor& dout, Tensor& dq, Tensor& dk,
+                                  Tensor& dv, Tensor* dg);
 
   // ---- data movement (cpu: backends/cpu/cpu_index.cpp) ----
   // out = x with its axes reordered: out axis i is x axis perm[i] (out has the permuted shape).

@@ -80,17 +80,25 @@ AttentionOutput attention(const Tensor& q, const Tensor& k, const Tensor& v, con
   const Device dev = q.device();
   const DType dt = q.dtype();
   Backend& be = backend(dev);
-  Tensor out = Tensor::empty(q.shape(), dt, dev);                          // [B, Tq, H·d]
-  Tensor probs = Tensor::empty({s.batch, s.heads, s.tq, s.tk}, dt, dev);  // P, before dropout
-  Tensor rq = Tensor::empty({s.batch, s.heads, s.qknorm ? s.tq : 0}, dt, dev);  // 1/‖q‖
-  Tensor rk = Tensor::empty({s.batch, s.heads, s.qknorm ? s.tk : 0}, dt, dev);  // 1/‖k‖
+  // The backend keeps either P (cpu) or the row statistics lse (cuda, flash-style: P is then
+  // only made when the user asks for it); see Backend::attention_keeps_probs.
+  const bool keeps_probs = be.attention_keeps_probs();
+  const bool make_probs = keeps_probs || o.return_probs;
+  Tensor out = Tensor::empty(q.shape(), dt, dev);  // [B, Tq, H·d]
+  Tensor probs = Tensor::empty({s.batch, s.heads, make_probs ? s.tq : 0, make_probs ? s.tk : 0}, dt,
+                               dev);                                                // P, before dropout
+  Tensor lse = Tensor::empty({s.batch, s.heads, keeps_probs ? 0 : s.tq}, dt, dev);  // log Σ_j exp S_ij
+  Tensor rq = Tensor::empty({s.batch, s.heads, s.qknorm ? s.tq : 0}, dt, dev);     // 1/‖q‖
+  Tensor rk = Tensor::empty({s.batch, s.heads, s.qknorm ? s.tk : 0}, dt, dev);     // 1/‖k‖
   const Tensor* gp = s.qknorm ? &g : nullptr;
-  be.attention_forward(s, q, k, v, gp, out, probs, rq, rk);
+  be.attention_forward(s, q, k, v, gp, out, probs, lse, rq, rk);
 
   const bool g_learns = s.qknorm && g.requires_grad();
   if (should_record(q, k, v) || (g_learns && grad_enabled())) {
     std::vector<Tensor> inputs = {q, k, v};
-    std::vector<Tensor> saved = {q, k, v, out, probs, rq, rk};
+    // P is saved only by a backend that reads it back (an empty tensor otherwise).
+    const Tensor saved_probs = keeps_probs ? probs : Tensor::empty({0}, dt, dev);
+    std::vector<Tensor> saved = {q, k, v, out, saved_probs, lse, rq, rk};
     if (s.qknorm) {
       inputs.push_back(g);
       saved.push_back(g);
@@ -99,22 +107,22 @@ AttentionOutput attention(const Tensor& q, const Tensor& k, const Tensor& v, con
       const Tensor& q = ctx.saved(0);
       const Tensor& k = ctx.saved(1);
       const Tensor& v = ctx.saved(2);
-      const Tensor* g = s.qknorm ? &ctx.saved(7) : nullptr;
+      const Tensor* g = s.qknorm ? &ctx.saved(8) : nullptr;
       Tensor dq = Tensor::empty(q.shape(), q.dtype(), q.device());
       Tensor dk = Tensor::empty(k.shape(), k.dtype(), k.device());
       Tensor dv = Tensor::empty(v.shape(), v.dtype(), v.device());
       Tensor dg;
       if (s.qknorm && ctx.needs_grad(3)) dg = Tensor::empty(g->shape(), g->dtype(), g->device());
       backend(q.device()).attention_backward(s, q, k, v, g, ctx.saved(3), ctx.saved(4), ctx.saved(5),
-                                             ctx.saved(6), ctx.grad_output(), dq, dk, dv,
-                                             dg.defined() ? &dg : nullptr);
+                                             ctx.saved(6), ctx.saved(7), ctx.grad_output(), dq, dk,
+                                             dv, dg.defined() ? &dg : nullptr);
       ctx.accumulate(0, std::move(dq));
       ctx.accumulate(1, std::move(dk));
       ctx.accumulate(2, std::move(dv));
       if (dg.defined()) ctx.accumulate(3, std::move(dg));
     });
   }
-  // The probabilities users see are a detached handle on the saved P (no copy, no gradient).
+  // The probabilities users see are a detached handle on P (no copy, no gradient).
   return {out, o.return_probs ? probs.detach() : Tensor()};
 }
 

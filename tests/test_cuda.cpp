@@ -16,7 +16,7 @@
 // except the random kernels, whose masks come from the same Philox stream.
 //
 // Testing the tests without a GPU: with QKGRAD_CUDA_TESTS_ON_CPU defined the CPU stands in for
-// the GPU (every comparison is then the CPU against itself; the two cases that need a real
+// the GPU (every comparison is then the CPU against itself; the cases that need a real
 // CUDA device skip), e.g.
 //   meson setup build-dry -Dcpp_args=-DQKGRAD_CUDA_TESTS_ON_CPU && ninja -C build-dry
 //   build-dry/tests/qkgrad-tests "[cuda]"
@@ -64,7 +64,7 @@ bool skip_without_gpu() {
   return true;
 }
 
-// For the few cases that need a real CUDA device (device query, mixing devices).
+// For the few cases that need a real CUDA device (device query, mixing devices, kernel design).
 bool skip_in_dry_run() {
   if (kGpu == Device::cuda) return false;
   WARN("skipped in the CPU dry run (QKGRAD_CUDA_TESTS_ON_CPU)");
@@ -603,9 +603,11 @@ struct AttentionRun {
 
 // The case's inputs, made in float32 on the cpu from a fixed seed (so that the float64 run is
 // the exact answer for the float32 one), converted to dtype and moved to device; then the
-// forward (with probabilities) and a backward from a fixed random upstream gradient. Dropout
-// draws from a fresh Generator(77): the same mask on each device and in each dtype.
-AttentionRun run_attention(const AttentionCase& ac, DType dtype, Device device) {
+// forward (with the probabilities if with_probs) and a backward from a fixed random upstream
+// gradient. Dropout draws from a fresh Generator(77): the same mask on each device and in each
+// dtype. On the GPU, with_probs = false is the training path (P is never made: the backward
+// recomputes it from the saved row statistics); with_probs = true adds the kernel that writes P.
+AttentionRun run_attention(const AttentionCase& ac, DType dtype, Device device, bool with_probs) {
   Generator gen(1234);
   const int64_t width = ac.heads * ac.head_dim;
   const bool qk = ac.options.mode == AttentionMode::qknorm;
@@ -618,7 +620,7 @@ AttentionRun run_attention(const AttentionCase& ac, DType dtype, Device device) 
   const Tensor g = leaf(Tensor::uniform(g_shape, 1.5, 6.0, gen, DType::f32));
   AttentionOptions o = ac.options;
   o.heads = ac.heads;
-  o.return_probs = true;  // only hands out the P the kernel always writes: checked every time
+  o.return_probs = with_probs;
   Generator dropout_gen(77);
   o.generator = &dropout_gen;
   const AttentionOutput a = attention(q, k, v, qk ? g : Tensor(), o);
@@ -628,19 +630,24 @@ AttentionRun run_attention(const AttentionCase& ac, DType dtype, Device device) 
 
 void compare_attention(const AttentionCase& ac) {
   static const char* const grad_names[] = {"dq", "dk", "dv", "dg"};
-  const AttentionRun exact = run_attention(ac, DType::f64, Device::cpu);
+  const AttentionRun exact = run_attention(ac, DType::f64, Device::cpu, true);
   for (DType dtype : {DType::f64, DType::f32}) {
     INFO("attention " << mode_name(ac.options.mode) << ", " << ac.name << ", in "
                       << dtype_name(dtype));
-    const AttentionRun cpu = dtype == DType::f64 ? exact : run_attention(ac, dtype, Device::cpu);
-    const AttentionRun gpu = run_attention(ac, dtype, kGpu);
+    const AttentionRun cpu =
+        dtype == DType::f64 ? exact : run_attention(ac, dtype, Device::cpu, true);
+    const AttentionRun gpu = run_attention(ac, dtype, kGpu, false);
+    const AttentionRun gpu_with_probs = run_attention(ac, dtype, kGpu, true);
+    // Asking for P adds a kernel; the forward and backward are the same ones, bit for bit.
+    CHECK(gpu_with_probs.out.to_vector() == gpu.out.to_vector());
+    for (int i = 0; i < 3; ++i) CHECK(gpu_with_probs.grads[i].to_vector() == gpu.grads[i].to_vector());
     // Softmax rows, dot products of head_dim terms and sums over tk keys: tolerance_for(dtype),
     // in float32 with the exact (float64) result as a second judge (see check_close): dg sums
     // B·H·tq·tk terms.
     const Tolerance tol = tolerance_for(dtype);
     const bool f32 = dtype == DType::f32;
     check_close(gpu.out, cpu.out, tol, "out", f32 ? exact.out : Tensor());
-    check_close(gpu.probs, cpu.probs, tol, "probs (before dropout; masked entries are 0)",
+    check_close(gpu_with_probs.probs, cpu.probs, tol, "probs (before dropout; masked entries are 0)",
                 f32 ? exact.probs : Tensor());
     for (int i = 0; i < 4; ++i) {
       check_close(gpu.grads[i], cpu.grads[i], tol, grad_names[i], f32 ? exact.grads[i] : Tensor());
@@ -786,6 +793,51 @@ TEST_CASE("cuda: attention rows longer than 1024 keys (tk 1500) work, or fail wi
       }
     }
   }
+}
+
+TEST_CASE("cuda: the attention keeps no [tq, tk] matrix: memory grows with T, not T² (flash-style)",
+          "[cuda]") {
+  if (skip_without_gpu()) return;
+  if (skip_in_dry_run()) return;  // about the CUDA kernels (the CPU keeps P)
+  // B 1, T 1024, H 8, d 64 in float32: P would be 8·1024·1024·4 bytes = 32 MiB; q, k, v, out and
+  // each gradient are 2 MiB. Neither the forward nor the backward may hold anything P-sized.
+  const int64_t T = 1024, heads = 8, width = heads * 64;
+  const std::size_t p_bytes = std::size_t{heads * T * T} * sizeof(float);
+  Generator gen(5);
+  const Tensor q = Tensor::randn({1, T, width}, gen, DType::f32).to(kGpu).requires_grad_();
+  const Tensor k = Tensor::randn({1, T, width}, gen, DType::f32).to(kGpu).requires_grad_();
+  const Tensor v = Tensor::randn({1, T, width}, gen, DType::f32).to(kGpu).requires_grad_();
+  const Tensor g = Tensor::full({}, 10.0, DType::f32, kGpu).requires_grad_();
+  for (AttentionMode mode : {AttentionMode::qknorm, AttentionMode::scaled_dot}) {
+    INFO(mode_name(mode));
+    AttentionOptions o = mode_options(mode);
+    o.heads = heads;
+    o.causal = true;
+    Backend& gpu = backend(kGpu);
+    const std::size_t start = gpu.allocator_stats().bytes_in_use;
+    gpu.reset_peak_memory();
+    const Tensor out = attention(q, k, v, mode == AttentionMode::qknorm ? g : Tensor(), o).out;
+    const std::size_t forward_peak = gpu.allocator_stats().peak_bytes_in_use - start;
+    sum(out).backward();
+    const std::size_t backward_peak = gpu.allocator_stats().peak_bytes_in_use - start;
+    INFO("forward peak " << forward_peak << " bytes, backward peak " << backward_peak
+                         << " bytes, P would be " << p_bytes);
+    CHECK(forward_peak < p_bytes / 8);   // out (2 MiB) and row statistics
+    CHECK(backward_peak < p_bytes / 2);  // plus dq, dk, dv (6 MiB) and the upstream gradient
+    for (Tensor t : {q, k, v, g}) t.zero_grad();
+  }
+}
+
+TEST_CASE("cuda: a head too large for the attention kernel's shared memory fails with a clear error",
+          "[cuda]") {
+  if (skip_without_gpu()) return;
+  if (skip_in_dry_run()) return;  // about the CUDA kernels (the CPU keeps P)
+  // One head of 4096 float64 values: even a single row of each tile exceeds 48 KiB.
+  Generator gen(6);
+  const Tensor x = Tensor::randn({1, 3, 4096}, gen, DType::f64).to(kGpu);
+  AttentionOptions o = mode_options(AttentionMode::scaled_dot);
+  o.heads = 1;
+  CHECK_THROWS_WITH(attention(x, x, x, Tensor(), o), Contains("head size 4096") && Contains("--device cpu"));
 }
 
 TEST_CASE("cuda: incremental decoding through a KV cache equals the CPU (append, select_rows)",

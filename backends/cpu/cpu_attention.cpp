@@ -4,7 +4,8 @@
 // (batch, head) pairs with OpenMP; inside a pair, the products are single-threaded BLAS calls
 // that read the head's columns of the [B, T, H·d] tensors in place (leading dimension H·d): no
 // permute copies. The forward keeps P (before dropout) for the backward, which then needs no
-// exponentials and four GEMMs. Each thread has its own workspace from the caching allocator.
+// exponentials and four GEMMs (the CUDA kernels keep lse instead and recompute P: on the CPU,
+// where memory is plentiful, recomputing would cost two more GEMMs per head). Each thread has its own workspace from the caching allocator.
 // Every (b, h) writes only its own columns of out, dq, dk, dv, so there are no races, and dg is
 // summed from per-(b, h) partials in a fixed order: results are deterministic.
 #include <algorithm>
@@ -128,7 +129,7 @@ T head_g(const AttentionSpec& s, const Tensor* g, int64_t h) {
 
 void CpuBackend::attention_forward(const AttentionSpec& s, const Tensor& q, const Tensor& k,
                                    const Tensor& v, const Tensor* g, Tensor& out, Tensor& probs,
-                                   Tensor& rq, Tensor& rk) {
+                                   Tensor& /*lse: not kept, the backward reads P*/, Tensor& rq, Tensor& rk) {
   cpu::dispatch(q.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const int64_t pairs = s.batch * s.heads, d = s.head_dim, tile = s.tq * s.tk;
@@ -180,9 +181,9 @@ void CpuBackend::attention_forward(const AttentionSpec& s, const Tensor& q, cons
 
 void CpuBackend::attention_backward(const AttentionSpec& s, const Tensor& q, const Tensor& k,
                                     const Tensor& v, const Tensor* g, const Tensor& out,
-                                    const Tensor& probs, const Tensor& rq, const Tensor& rk,
-                                    const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv,
-                                    Tensor* dg) {
+                                    const Tensor& probs, const Tensor& /*lse*/, const Tensor& rq,
+                                    const Tensor& rk, const Tensor& dout, Tensor& dq, Tensor& dk,
+                                    Tensor& dv, Tensor* dg) {
   cpu::dispatch(q.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const int64_t pairs = s.batch * s.heads, d = s.head_dim, tile = s.tq * s.tk;

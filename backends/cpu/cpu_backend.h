@@ -60,12 +60,13 @@ class CpuBackend final : public Backend {
 
   // cpu_attention.cpp
   void attention_forward(const AttentionSpec& spec, const Tensor& q, const Tensor& k,
-                         const Tensor& v, const Tensor* g, Tensor& out, Tensor& probs, Tensor& rq,
-                         Tensor& rk) override;
+                         const Tensor& v, const Tensor* g, Tensor& out, Tensor& probs,
+                         Tensor& lse, Tensor& rq, Tensor& rk) override;
   void attention_backward(const AttentionSpec& spec, const Tensor& q, const Tensor& k,
                           const Tensor& v, const Tensor* g, const Tensor& out, const Tensor& probs,
-                          const Tensor& rq, const Tensor& rk, const Tensor& dout, Tensor& dq,
-                          Tensor& dk, Tensor& dv, Tensor* dg) override;
+                          const Tensor& lse, const Tensor& rq, const Tensor& rk,
+                          const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv,
+                          Tensor* dg) override;
 
   // cpu_index.cpp
   void permute(const Tensor& x, const std::vector<int>& perm, Tensor& out) override;

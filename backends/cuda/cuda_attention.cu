@@ -1,21 +1,26 @@
-// Fused multi-head attention on the GPU, QKNorm and scaled dot-product, forward and backward.
+// Fused multi-head attention on the GPU, QKNorm and scaled dot-product, forward and backward,
+// flash-style: no [tq, tk] matrix is written to global memory.
 //
 // The same function as backends/cpu/cpu_attention.cpp; the equation numbers (1)–(15) refer to
-// docs/qknorm-attention.md. This first version is simple rather than fast (no flash-style
-// tiling): the forward writes the whole P [B, H, tq, tk] anyway, because the interface keeps it
-// for the backward and returns it to users who ask.
+// docs/qknorm-attention.md, and docs/cuda-backend.md describes the tiling. In short:
+//   forward   one block per (b, h, tile of queries): loops over tiles of keys with the online
+//             softmax (a running row maximum m and sum l, the partial output rescaled when m
+//             grows) and keeps only lse = m + log l per query row;
+//   backward  recomputes P = exp(S − lse) tile by tile, twice: once in blocks that own a tile
+//             of queries (dq: sums over keys) and once in blocks that own a tile of keys (dk,
+//             dv: sums over queries), so that every output has one owner and no atomics are
+//             needed: results repeat bit for bit.
+// P itself is written only when a user asks for it (attention_probs_kernel).
 //
 // Layout (as on the CPU): q, out, dq are [B, tq, H·d]; k, v, dk, dv are [B, kv_time, H·d], of
-// which the first tk time steps are used; head h of a row is the columns [h·d, (h+1)·d), so
-// every row of every head is read in place with row stride ld = H·d. P and the scratch dS are
-// [B, H, tq, tk]; rq is [B, H, tq] and rk [B, H, tk]. A "query row" is one (b, h, i),
-// numbered row = (b·H + h)·tq + i, which is also its index into rq and its row of P.
+// which the first tk time steps are used; head h of a row is the columns [h·d, (h+1)·d), read
+// in place with row stride ld = H·d. rq, lse and the scratch D are [B, H, tq]; rk is [B, H, tk].
+// A "query row" is one (b, h, i), numbered row = (b·H + h)·tq + i.
 //
-// Work split: one warp per row for the norms; one block (kAttnThreads threads) per query row
-// for the forward, dS and dq; one block per key row (b, h, j) for dk and dv. Every sum runs in
-// an order fixed by the shapes (a warp/block tree, or a plain loop over keys or queries in
-// order), with no atomics, so results repeat bit for bit. Sums accumulate in the tensor's
-// dtype, as the CPU kernel does; the dg partials in float64, as on the CPU.
+// Shared memory: a block's tiles of q, k, v, dout and the accumulators are [tile, d + 1] (the
+// padding column keeps threads that read different rows at the same column off one bank); the
+// tile (at most 32 rows) is the largest power of two whose tiles fit kSharedBudget. Sums
+// accumulate in the tensor's dtype, as the CPU kernel does; the dg partials in float64.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -34,21 +39,27 @@ namespace qkgrad {
 
 namespace {
 
-using cuda::block_max;
 using cuda::block_sum;
 using cuda::dispatch;
+using cuda::exp_of;
+using cuda::log_of;
 using cuda::max_keep_nan;
+using cuda::sqrt_of;
+using cuda::warp_max;
 using cuda::warp_sum;
 
-// Threads of the per-row kernels (4 warps): also the length of the shared weight chunk below.
-constexpr int kAttnThreads = 128;
-// Threads of the norm kernel (one warp per row, 8 rows per block) and of the dg reduction.
-constexpr int kNormThreads = 256;
-// Per-row kernels loop over rows with a block stride; at most this many blocks.
-constexpr int64_t kMaxRowBlocks = int64_t{1} << 20;
+// Threads of the tile kernels (4 warps) and of the per-row kernels (one warp per row).
+constexpr int kTileThreads = 128;
+constexpr int kRowThreads = 256;
+// The most query or key rows in a tile, and the shared memory a block may use (48 KiB: what
+// every CUDA GPU gives without opting in to more).
+constexpr int64_t kMaxTile = 32;
+constexpr std::size_t kSharedBudget = 48 * 1024;
+// Kernels loop over their work units with a block stride; at most this many blocks.
+constexpr int64_t kMaxBlocks = int64_t{1} << 20;
 
-unsigned row_grid(int64_t rows) {
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min(rows, kMaxRowBlocks)));
+unsigned grid_of(int64_t units) {
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min(units, kMaxBlocks)));
 }
 
 // The AttentionSpec as plain values a kernel can take by value (no std::vector).
@@ -80,7 +91,6 @@ AttnDims dims_of(const AttentionSpec& spec) {
   s.scale = spec.scale;
   s.eps = spec.eps;
   s.dropout_on = spec.dropout > 0;
-  // Exactly as DropoutMask in cpu_attention.cpp.
   s.threshold = dropout_threshold(spec.dropout);
   s.keep_scale = 1.0 / (1.0 - spec.dropout);
   s.rs = spec.rs;
@@ -95,9 +105,6 @@ Tensor key_lengths_on_device(const AttentionSpec& spec) {
 }
 
 // ---- small device helpers ----
-
-using cuda::exp_of;
-using cuda::sqrt_of;
 
 // The keys visible to query i of batch entry b are a prefix j < visible_keys (the mask M of
 // (3)): padding hides j >= key_lengths[b], the causal mask hides j > i + query_offset.
@@ -134,51 +141,64 @@ __device__ inline T head_gain(const AttnDims& s, const T* g, int64_t h) {
   return s.per_head_g ? g[h] : g[0];
 }
 
-// out_row[c] = Σ_{t<n} weight(t) · row(t)[c] for every c < d, added in the order t = 0, 1, …,
-// so the result does not depend on the block size. Thread x owns the columns c ≡ x (mod
-// blockDim.x) of out_row (consecutive threads read consecutive columns of row(t): coalesced).
-// The weights are staged blockDim.x at a time in `chunk` (shared, kAttnThreads values); the
-// running sum lives in out_row between chunks, stored and reloaded exactly, so chunking does
-// not change the result. n == 0 gives 0. Called by the whole block (it synchronises).
-template <typename T, typename Weight, typename Row>
-__device__ void weighted_row_sum(int64_t n, int64_t d, Weight weight, Row row, T* out_row,
-                                 T* chunk) {
-  const int64_t tid = threadIdx.x, threads = blockDim.x;
-  if (n == 0) {
-    for (int64_t c = tid; c < d; c += threads) out_row[c] = T(0);
-    return;
-  }
-  for (int64_t start = 0; start < n; start += threads) {
-    const int64_t len = n - start < threads ? n - start : threads;
-    __syncthreads();  // the previous chunk is used up; earlier global writes are visible
-    if (tid < len) chunk[tid] = weight(start + tid);
-    __syncthreads();
-    for (int64_t c = tid; c < d; c += threads) {
-      T acc = start == 0 ? T(0) : out_row[c];
-      for (int64_t t = 0; t < len; ++t) acc += chunk[t] * row(start + t)[c];
-      out_row[c] = acc;
-    }
+// Σ_c a[c]·b[c] over c < d, in order.
+template <typename T>
+__device__ inline T dot_of(const T* a, const T* b, int64_t d) {
+  T sum = 0;
+  for (int64_t c = 0; c < d; ++c) sum += a[c] * b[c];
+  return sum;
+}
+
+// Copies `rows` rows of d values (global, row stride ld) into a shared tile (row stride d + 1),
+// with the whole block (consecutive threads read consecutive columns).
+template <typename T>
+__device__ void load_rows(T* tile, const T* src, int64_t rows, int64_t d, int64_t ld) {
+  for (int64_t e = threadIdx.x; e < rows * d; e += blockDim.x) {
+    const int64_t r = e / d, c = e % d;
+    tile[r * (d + 1) + c] = src[r * ld + c];
   }
 }
 
 // Back through x̂ = r·x, r = 1/max(‖x‖, eps) (14), for one row x of length d, with the gradient
-// of x̂ given as gain·grad_row (grad_row holds U or V of (13) on entry):
+// of x̂ given as gain·grad (grad holds U or V of (13)):
 //   dx = r (gain·grad − x̂ (x̂ · gain·grad))   when ‖x‖ > eps,   dx = r · gain·grad   otherwise,
-// written over grad_row. Same operation order as through_norm in cpu_attention.cpp. Thread x
-// owns the columns c ≡ x (mod blockDim.x), as in weighted_row_sum. Called by the whole block.
+// written to dx (global). One warp: lanes split the columns. Same operations as through_norm
+// in cpu_attention.cpp.
 template <typename T>
-__device__ void through_norm(const T* x, T r, T gain, T eps, int64_t d, T* grad_row, T* reduce) {
+__device__ void warp_through_norm(const T* x, T r, T gain, T eps, int64_t d, const T* grad,
+                                  T* dx) {
+  const int lane = threadIdx.x % 32;
   T local_sq = 0, local_dot = 0;
-  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) {
+  for (int64_t c = lane; c < d; c += 32) {
     local_sq += x[c] * x[c];
-    local_dot += x[c] * r * gain * grad_row[c];  // x̂ · x̂̄
+    local_dot += x[c] * r * gain * grad[c];  // x̂ · x̂̄
   }
-  const T sq = block_sum(local_sq, reduce);
-  const T dot = block_sum(local_dot, reduce);
+  const T sq = warp_sum(local_sq);
+  const T dot = warp_sum(local_dot);
   const T along = sqrt_of(sq) > eps ? dot : T(0);
-  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) {
-    grad_row[c] = r * (gain * grad_row[c] - x[c] * r * along);
+  for (int64_t c = lane; c < d; c += 32) dx[c] = r * (gain * grad[c] - x[c] * r * along);
+}
+
+// Carves one block's dynamic shared memory into arrays, in order; with a null base it only
+// counts the bytes (the host sizes the launch with the same code the kernel carves with).
+struct SharedCarver {
+  unsigned char* base = nullptr;
+  std::size_t used = 0;
+  template <typename U>
+  __host__ __device__ U* take(int64_t count) {
+    U* p = base == nullptr ? nullptr : reinterpret_cast<U*>(base + used);
+    used += static_cast<std::size_t>(count) * sizeof(U);
+    return p;
   }
+};
+
+// The largest tile (a power of two <= kMaxTile) whose shared memory fits kSharedBudget, or 0.
+template <typename Tiles>
+int64_t pick_tile(int64_t d) {
+  for (int64_t tile = kMaxTile; tile >= 1; tile /= 2) {
+    if (Tiles(nullptr, tile, d).bytes <= kSharedBudget) return tile;
+  }
+  return 0;
 }
 
 // ---- forward ----
@@ -209,221 +229,478 @@ __global__ void inverse_norms_kernel(const T* x, int64_t rows, int64_t heads, in
   }
 }
 
-// One query row (b, h, i) per block, row = (b·H + h)·tq + i; n = visible_keys(b, i):
-//   (2)–(3) logits, written into P's row [tk]:
-//            qknorm      S_ij = (q_i·k_j) · ((g_h · rq_i) · rk_j)     for j < n
-//            scaled_dot  S_ij = (q_i·k_j) · scale                      for j < n
-//           one warp per key j (keys warp, warp + 4, …; lanes split d, warp_sum);
-//   (4)     P_ij = exp(S_ij − m) / Σ_j' exp(S_ij' − m), m = max_j S_ij, over j < n (block_max,
-//           block_sum); P_ij = 0 for j >= n, so a row with no visible key is all 0;
-//   (5)–(6) out_i = Σ_{j<tk} P'_ij v_j, P'_ij = z_ij/(1 − p) · P_ij (P' = P without dropout),
-//           threads over the d columns, keys added in order (weighted_row_sum).
-// As on the CPU (one GEMM over all tk keys), masked keys contribute 0 · v_j.
+// The logit S_ij (2)–(3) of a visible key from the raw product q_i·k_j:
+//   qknorm (coef = g_h·rq_i): (q_i·k_j)·(coef·rk_j);   scaled_dot (coef = scale): (q_i·k_j)·coef
 template <typename T>
-__global__ void attention_forward_kernel(AttnDims s, const int64_t* key_lengths, const T* q,
-                                         const T* k, const T* v, const T* g, const T* rq,
-                                         const T* rk, T* out, T* probs) {
-  __shared__ T chunk[kAttnThreads];
-  __shared__ T reduce[32];
+__device__ inline T logit_of(const AttnDims& s, T dot, T coef, T rk_j) {
+  return s.qknorm ? dot * (coef * rk_j) : dot * coef;
+}
+
+// One forward block's shared memory (tile rows of queries and of keys, head size d).
+template <typename T>
+struct ForwardTiles {
+  int64_t* visible;  // [tile] visible keys of each query row
+  T* q;              // [tile, d + 1] the block's query rows
+  T* k;              // [tile, d + 1] the current key tile
+  T* v;              // [tile, d + 1] its values
+  T* acc;            // [tile, d + 1] Σ_j exp(S_ij − m_i)·z_ij/(1 − p)·v_j so far
+  T* p;              // [tile, tile] the logits of the key tile, then their weights
+  T* coef;           // [tile] g_h·rq_i (qknorm) or scale
+  T* rk;             // [tile] rk_j of the key tile (qknorm)
+  T* row_max;        // [tile] m_i: the largest logit so far
+  T* row_sum;        // [tile] l_i: Σ_j exp(S_ij − m_i) so far
+  T* rescale;        // [tile] exp(m_old − m_new) of the current key tile
+  std::size_t bytes;
+  __host__ __device__ ForwardTiles(unsigned char* base, int64_t tile, int64_t d) {
+    SharedCarver c{base};
+    visible = c.take<int64_t>(tile);
+    q = c.take<T>(tile * (d + 1));
+    k = c.take<T>(tile * (d + 1));
+    v = c.take<T>(tile * (d + 1));
+    acc = c.take<T>(tile * (d + 1));
+    p = c.take<T>(tile * tile);
+    coef = c.take<T>(tile);
+    rk = c.take<T>(tile);
+    row_max = c.take<T>(tile);
+    row_sum = c.take<T>(tile);
+    rescale = c.take<T>(tile);
+    bytes = c.used;
+  }
+};
+
+// One block per (b, h, tile of query rows i0 .. i0 + rows − 1), for key tiles j0 = 0, tile, …
+// up to the most keys any of its rows sees:
+//   (2)–(3) S_ij for the visible keys (−∞ for the hidden ones), one thread per (i, j);
+//   (4)     online softmax, one warp per query row: m_new = max(m, max_j S_ij),
+//           l = exp(m − m_new)·l + Σ_j exp(S_ij − m_new);
+//   (5)–(6) acc_i = exp(m − m_new)·acc_i + Σ_j exp(S_ij − m_new)·z_ij/(1 − p)·v_j, one thread
+//           per (i, c), keys added in order.
+// Then out_i = acc_i / l_i (P_ij = exp(S_ij − m_i)/l_i) and lse_i = m_i + log l_i; a row with
+// no visible key has out_i = 0 and lse_i = −∞, as on the CPU (P = 0).
+template <typename T>
+__global__ void attention_forward_kernel(AttnDims s, int64_t tile, const int64_t* key_lengths,
+                                         const T* q, const T* k, const T* v, const T* g,
+                                         const T* rq, const T* rk, T* out, T* lse) {
+  extern __shared__ __align__(16) unsigned char attn_shared[];
+  const ForwardTiles<T> sh(attn_shared, tile, s.d);
+  const int64_t sd = s.d + 1;  // row stride of the shared [tile, d + 1] arrays
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  const int64_t rows = s.batch * s.heads * s.tq;
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {  // the same row on every thread
-    const int64_t i = row % s.tq, bh = row / s.tq;
-    const int64_t h = bh % s.heads, b = bh / s.heads;
-    const int64_t n = visible_keys(s, key_lengths, b, i);
-    const T* q_i = q + (b * s.tq + i) * s.ld + h * s.d;   // [d]
-    const T* k_h = k + b * s.kv_time * s.ld + h * s.d;    // key j: k_h + j·ld
-    const T* v_h = v + b * s.kv_time * s.ld + h * s.d;    // value j: v_h + j·ld
-    T* out_i = out + (b * s.tq + i) * s.ld + h * s.d;     // [d]
-    T* p_row = probs + row * s.tk;                        // [tk]
-    // The factor after the raw product: g_h·rq_i (times rk_j below) or scale.
-    const T coef = s.qknorm ? head_gain(s, g, h) * rq[row] : static_cast<T>(s.scale);
-    const T* rk_h = s.qknorm ? rk + bh * s.tk : nullptr;  // [tk]
-
-    // (2)–(3): the logits of the visible keys; 0 for the hidden ones.
-    for (int64_t j = warp; j < n; j += warps) {  // the same j on every lane of a warp
-      const T* k_j = k_h + j * s.ld;
-      T dot = 0;
-      for (int64_t c = lane; c < s.d; c += 32) dot += q_i[c] * k_j[c];
-      dot = warp_sum(dot);
-      if (lane == 0) p_row[j] = s.qknorm ? dot * (coef * rk_h[j]) : dot * coef;
+  const T minus_inf = static_cast<T>(-INFINITY);
+  const int64_t query_tiles = (s.tq + tile - 1) / tile;
+  const int64_t units = s.batch * s.heads * query_tiles;
+  for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
+    const int64_t bh = unit / query_tiles, h = bh % s.heads, b = bh / s.heads;
+    const int64_t i0 = (unit % query_tiles) * tile;
+    const int64_t rows = s.tq - i0 < tile ? s.tq - i0 : tile;
+    const T* k_h = k + b * s.kv_time * s.ld + h * s.d;  // key j: k_h + j·ld
+    const T* v_h = v + b * s.kv_time * s.ld + h * s.d;  // value j: v_h + j·ld
+    __syncthreads();  // the previous unit is done with the shared tiles
+    load_rows(sh.q, q + (b * s.tq + i0) * s.ld + h * s.d, rows, s.d, s.ld);
+    for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+      sh.visible[r] = visible_keys(s, key_lengths, b, i0 + r);
+      sh.coef[r] = s.qknorm ? head_gain(s, g, h) * rq[bh * s.tq + i0 + r] : static_cast<T>(s.scale);
+      sh.row_max[r] = minus_inf;
+      sh.row_sum[r] = T(0);
     }
-    for (int64_t j = n + threadIdx.x; j < s.tk; j += blockDim.x) p_row[j] = T(0);
-    __syncthreads();  // the logits are in p_row for every thread to read
+    for (int64_t e = threadIdx.x; e < rows * s.d; e += blockDim.x) sh.acc[(e / s.d) * sd + e % s.d] = T(0);
+    __syncthreads();
+    int64_t keys = 0;  // the most keys any row of the tile sees (the same on every thread)
+    for (int64_t r = 0; r < rows; ++r) keys = sh.visible[r] > keys ? sh.visible[r] : keys;
 
-    // (4): softmax over j < n, in place (n is the same on every thread of the block).
-    if (n > 0) {
-      T local_max = static_cast<T>(-INFINITY);
-      for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-        local_max = max_keep_nan(local_max, p_row[j]);
+    for (int64_t j0 = 0; j0 < keys; j0 += tile) {
+      const int64_t cols = keys - j0 < tile ? keys - j0 : tile;
+      __syncthreads();  // the previous key tile is used up
+      load_rows(sh.k, k_h + j0 * s.ld, cols, s.d, s.ld);
+      load_rows(sh.v, v_h + j0 * s.ld, cols, s.d, s.ld);
+      if (s.qknorm) {
+        for (int64_t jj = threadIdx.x; jj < cols; jj += blockDim.x) sh.rk[jj] = rk[bh * s.tk + j0 + jj];
       }
-      const T m = block_max(local_max, reduce);
-      T local_sum = 0;
-      for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-        const T e = exp_of(p_row[j] - m);
-        p_row[j] = e;
-        local_sum += e;
+      __syncthreads();
+      // (2)–(3): the logits, −∞ for hidden keys.
+      for (int64_t e = threadIdx.x; e < rows * cols; e += blockDim.x) {
+        const int64_t r = e / cols, jj = e % cols;
+        T logit = minus_inf;
+        if (j0 + jj < sh.visible[r]) {
+          logit = logit_of(s, dot_of(sh.q + r * sd, sh.k + jj * sd, s.d), sh.coef[r],
+                           s.qknorm ? sh.rk[jj] : T(1));
+        }
+        sh.p[r * tile + jj] = logit;
       }
-      const T inv = T(1) / block_sum(local_sum, reduce);
-      for (int64_t j = threadIdx.x; j < n; j += blockDim.x) p_row[j] *= inv;
+      __syncthreads();
+      // (4): the online softmax, one warp per query row.
+      for (int64_t r = warp; r < rows; r += warps) {
+        T* p_row = sh.p + r * tile;
+        T local_max = minus_inf;
+        for (int64_t jj = lane; jj < cols; jj += 32) local_max = max_keep_nan(local_max, p_row[jj]);
+        const T m_old = sh.row_max[r];
+        const T m_new = max_keep_nan(m_old, warp_max(local_max));
+        // Nothing visible yet: keep everything at 0 (exp(−∞ − −∞) would be NaN).
+        const T rescale = m_new == minus_inf ? T(1) : exp_of(m_old - m_new);
+        const int64_t row = bh * s.tq + i0 + r;
+        T local_sum = 0;
+        for (int64_t jj = lane; jj < cols; jj += 32) {
+          const T logit = p_row[jj];
+          const T e = logit == minus_inf ? T(0) : exp_of(logit - m_new);
+          local_sum += e;
+          p_row[jj] = s.dropout_on ? e * dropout_factor<T>(s, row * s.tk + j0 + jj) : e;
+        }
+        const T tile_sum = warp_sum(local_sum);
+        if (lane == 0) {
+          sh.row_sum[r] = rescale * sh.row_sum[r] + tile_sum;
+          sh.row_max[r] = m_new;
+          sh.rescale[r] = rescale;
+        }
+      }
+      __syncthreads();
+      // (5)–(6): acc_i = rescale_i·acc_i + Σ_j weight_ij v_j.
+      for (int64_t e = threadIdx.x; e < rows * s.d; e += blockDim.x) {
+        const int64_t r = e / s.d, c = e % s.d;
+        const T* p_row = sh.p + r * tile;
+        T a = sh.rescale[r] * sh.acc[r * sd + c];
+        for (int64_t jj = 0; jj < cols; ++jj) a += p_row[jj] * sh.v[jj * sd + c];
+        sh.acc[r * sd + c] = a;
+      }
     }
+    __syncthreads();
+    // out_i = acc_i / l_i; lse_i = m_i + log l_i.
+    for (int64_t e = threadIdx.x; e < rows * s.d; e += blockDim.x) {
+      const int64_t r = e / s.d, c = e % s.d;
+      out[(b * s.tq + i0 + r) * s.ld + h * s.d + c] =
+          sh.visible[r] == 0 ? T(0) : sh.acc[r * sd + c] / sh.row_sum[r];
+    }
+    for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+      lse[bh * s.tq + i0 + r] = sh.visible[r] == 0 ? minus_inf : sh.row_max[r] + log_of(sh.row_sum[r]);
+    }
+  }
+}
 
-    // (5)–(6): out_i = Σ_j P'_ij v_j (weighted_row_sum synchronises before reading p_row).
-    weighted_row_sum<T>(
-        s.tk, s.d,
-        [&](int64_t j) {
-          const T p = p_row[j];
-          return s.dropout_on ? p * dropout_factor<T>(s, row * s.tk + j) : p;
-        },
-        [&](int64_t j) { return v_h + j * s.ld; }, out_i, chunk);
+// P for users who ask for it ([B, H, tq, tk], before dropout): P_ij = exp(S_ij − lse_i) for the
+// visible keys, 0 for the hidden ones. One warp per element (lanes split the dot product).
+template <typename T>
+__global__ void attention_probs_kernel(AttnDims s, const int64_t* key_lengths, const T* q,
+                                       const T* k, const T* g, const T* rq, const T* rk,
+                                       const T* lse, T* probs) {
+  const int lane = threadIdx.x % 32;
+  const int64_t first_warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int64_t warp_step = static_cast<int64_t>(gridDim.x) * blockDim.x / 32;
+  const int64_t elements = s.batch * s.heads * s.tq * s.tk;
+  for (int64_t e = first_warp; e < elements; e += warp_step) {  // the same e on every lane
+    const int64_t j = e % s.tk, row = e / s.tk;
+    const int64_t i = row % s.tq, bh = row / s.tq, h = bh % s.heads, b = bh / s.heads;
+    if (j >= visible_keys(s, key_lengths, b, i)) {
+      if (lane == 0) probs[e] = T(0);
+      continue;
+    }
+    const T* q_i = q + (b * s.tq + i) * s.ld + h * s.d;
+    const T* k_j = k + (b * s.kv_time + j) * s.ld + h * s.d;
+    T dot = 0;
+    for (int64_t c = lane; c < s.d; c += 32) dot += q_i[c] * k_j[c];
+    dot = warp_sum(dot);
+    if (lane == 0) {
+      const T coef = s.qknorm ? head_gain(s, g, h) * rq[row] : static_cast<T>(s.scale);
+      probs[e] = exp_of(logit_of(s, dot, coef, s.qknorm ? rk[bh * s.tk + j] : T(1)) - lse[row]);
+    }
   }
 }
 
 // ---- backward ----
+// With P_ij = exp(S_ij − lse_i), z the dropout mask and D_i = dout_i · out_i (10):
+//   (7)     dv_j = Σ_i P_ij z_ij/(1 − p) dout_i
+//   (8)–(9) dP_ij = (dout_i · v_j) z_ij/(1 − p)
+//   (11)    dS_ij = P_ij (dP_ij − D_i)
+//   then dq and dk from dS by (12)–(15).
 
-// dS, one query row (b, h, i) per block (row = (b·H + h)·tq + i), for every key j < tk:
-//   (10)    D_i = dout_i · out_i                          (block_sum over d)
-//   (8)–(9) dP_ij = (dout_i · v_j) · z_ij/(1 − p)         (one warp per key, warp_sum; no
-//                                                           factor without dropout)
-//   (11)    dS_ij = P_ij (dP_ij − D_i)                    written to ds [B, H, tq, tk]
-// Masked keys have P_ij = 0, hence dS_ij = 0.
+// (10) D[row] = dout_i · out_i, one warp per query row.
 template <typename T>
-__global__ void attention_ds_kernel(AttnDims s, const T* v, const T* out, const T* probs,
-                                    const T* dout, T* ds) {
-  __shared__ T reduce[32];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+__global__ void attention_delta_kernel(AttnDims s, const T* out, const T* dout, T* delta) {
+  const int lane = threadIdx.x % 32;
+  const int64_t first_warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int64_t warp_step = static_cast<int64_t>(gridDim.x) * blockDim.x / 32;
   const int64_t rows = s.batch * s.heads * s.tq;
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const int64_t i = row % s.tq, bh = row / s.tq;
-    const int64_t h = bh % s.heads, b = bh / s.heads;
-    const T* do_i = dout + (b * s.tq + i) * s.ld + h * s.d;  // [d]
-    const T* o_i = out + (b * s.tq + i) * s.ld + h * s.d;    // [d]
-    const T* v_h = v + b * s.kv_time * s.ld + h * s.d;       // value j: v_h + j·ld
-    const T* p_row = probs + row * s.tk;                     // [tk]
-    T* ds_row = ds + row * s.tk;                             // [tk]
-    T local = 0;
-    for (int64_t c = threadIdx.x; c < s.d; c += blockDim.x) local += do_i[c] * o_i[c];
-    const T D = block_sum(local, reduce);
-    for (int64_t j = warp; j < s.tk; j += warps) {  // the same j on every lane of a warp
-      const T* v_j = v_h + j * s.ld;
-      T dot = 0;
-      for (int64_t c = lane; c < s.d; c += 32) dot += do_i[c] * v_j[c];
-      dot = warp_sum(dot);
-      if (lane == 0) {
-        const T dp = s.dropout_on ? dot * dropout_factor<T>(s, row * s.tk + j) : dot;
-        ds_row[j] = p_row[j] * (dp - D);
-      }
-    }
+  for (int64_t row = first_warp; row < rows; row += warp_step) {
+    const int64_t i = row % s.tq, bh = row / s.tq, h = bh % s.heads, b = bh / s.heads;
+    const int64_t offset = (b * s.tq + i) * s.ld + h * s.d;
+    T sum = 0;
+    for (int64_t c = lane; c < s.d; c += 32) sum += dout[offset + c] * out[offset + c];
+    sum = warp_sum(sum);
+    if (lane == 0) delta[row] = sum;
   }
 }
 
-// dq, one query row (b, h, i) per block (row = (b·H + h)·tq + i); threads over the d columns,
-// keys added in order (weighted_row_sum):
+// The query-row side of a backward tile: the per-row values both backward kernels load.
+template <typename T>
+struct QueryRowStats {
+  int64_t* visible;  // [tile] visible keys of each query row
+  T* coef;           // [tile] g_h·rq_i (qknorm) or scale
+  T* lse;            // [tile] log Σ_j exp S_ij
+  T* delta;          // [tile] D_i = dout_i · out_i
+  __host__ __device__ void carve(SharedCarver& c, int64_t tile) {
+    visible = c.take<int64_t>(tile);
+    coef = c.take<T>(tile);
+    lse = c.take<T>(tile);
+    delta = c.take<T>(tile);
+  }
+};
+
+// Loads the query-row values of rows i0 .. i0 + rows − 1 of (b, h) (the whole block).
+template <typename T>
+__device__ void load_query_stats(const AttnDims& s, const int64_t* key_lengths, const T* g,
+                                 const T* rq, const T* lse, const T* delta, int64_t b, int64_t h,
+                                 int64_t i0, int64_t rows, const QueryRowStats<T>& st) {
+  const int64_t bh = b * s.heads + h;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    const int64_t row = bh * s.tq + i0 + r;
+    st.visible[r] = visible_keys(s, key_lengths, b, i0 + r);
+    st.coef[r] = s.qknorm ? head_gain(s, g, h) * rq[row] : static_cast<T>(s.scale);
+    st.lse[r] = lse[row];
+    st.delta[r] = delta[row];
+  }
+}
+
+// For query row r (row index `row`) and key jj of the shared tiles, P_ij recomputed from lse
+// and dS_ij = P_ij (dP_ij − D_i); both 0 for a hidden key. p_kept = P_ij z_ij/(1 − p).
+template <typename T>
+__device__ inline void recompute_p_and_ds(const AttnDims& s, const QueryRowStats<T>& st,
+                                          const T* q_r, const T* dout_r, const T* k_j,
+                                          const T* v_j, T rk_j, int64_t r, int64_t row,
+                                          int64_t j, T& p_kept, T& ds) {
+  p_kept = T(0);
+  ds = T(0);
+  if (j >= st.visible[r]) return;
+  const T p = exp_of(logit_of(s, dot_of(q_r, k_j, s.d), st.coef[r], rk_j) - st.lse[r]);
+  const T dot = dot_of(dout_r, v_j, s.d);
+  const T factor = s.dropout_on ? dropout_factor<T>(s, row * s.tk + j) : T(1);
+  const T dp = s.dropout_on ? dot * factor : dot;
+  p_kept = p * factor;
+  ds = p * (dp - st.delta[r]);
+}
+
+// One dq block's shared memory.
+template <typename T>
+struct QueryGradTiles {
+  QueryRowStats<T> st;
+  T* q;     // [tile, d + 1] the block's query rows
+  T* dout;  // [tile, d + 1] their upstream gradients
+  T* k;     // [tile, d + 1] the current key tile
+  T* v;     // [tile, d + 1] its values
+  T* acc;   // [tile, d + 1] Σ_j w_ij k_j so far (U_i for qknorm)
+  T* w;     // [tile, tile] dS_ij·rk_j (qknorm) or dS_ij of the key tile
+  T* rk;    // [tile] rk_j of the key tile
+  std::size_t bytes;
+  __host__ __device__ QueryGradTiles(unsigned char* base, int64_t tile, int64_t d) {
+    SharedCarver c{base};
+    st.carve(c, tile);
+    q = c.take<T>(tile * (d + 1));
+    dout = c.take<T>(tile * (d + 1));
+    k = c.take<T>(tile * (d + 1));
+    v = c.take<T>(tile * (d + 1));
+    acc = c.take<T>(tile * (d + 1));
+    w = c.take<T>(tile * tile);
+    rk = c.take<T>(tile);
+    bytes = c.used;
+  }
+};
+
+// dq, one block per (b, h, tile of query rows), key tiles in order up to the most keys any of
+// its rows sees:
 //   scaled_dot (15): dq_i = scale · Σ_j dS_ij k_j
 //   qknorm (13):     U_i = Σ_j (dS_ij rk_j) k_j, so that q̂̄_i = g_h U_i; then
 //                    dg partial (12): Σ_c (q_ic rq_i) U_ic in float64 -> dg_partial[row]
 //                    (14): dq_i = through_norm(q_i, rq_i, g_h, U_i)
-// With tk == 0 (no keys at all) dq_i = 0 and the partial is 0, as on the CPU.
 // dg_partial ([B·H·tq] f64) is null when dg is not wanted.
 template <typename T>
-__global__ void attention_dq_kernel(AttnDims s, const T* q, const T* k, const T* g, const T* rq,
-                                    const T* rk, const T* ds, T* dq, double* dg_partial) {
-  __shared__ T chunk[kAttnThreads];
-  __shared__ T reduce[32];
-  __shared__ double reduce_f64[32];
-  const int64_t rows = s.batch * s.heads * s.tq;
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const int64_t i = row % s.tq, bh = row / s.tq;
-    const int64_t h = bh % s.heads, b = bh / s.heads;
-    const T* q_i = q + (b * s.tq + i) * s.ld + h * s.d;  // [d]
-    const T* k_h = k + b * s.kv_time * s.ld + h * s.d;   // key j: k_h + j·ld
-    const T* ds_row = ds + row * s.tk;                   // [tk]
-    T* dq_i = dq + (b * s.tq + i) * s.ld + h * s.d;      // [d]
-    if (s.tk == 0) {
-      for (int64_t c = threadIdx.x; c < s.d; c += blockDim.x) dq_i[c] = T(0);
-      if (dg_partial != nullptr && threadIdx.x == 0) dg_partial[row] = 0.0;
-      continue;
-    }
-    auto key_row = [&](int64_t j) { return k_h + j * s.ld; };
-    if (!s.qknorm) {
-      weighted_row_sum<T>(s.tk, s.d, [&](int64_t j) { return ds_row[j]; }, key_row, dq_i, chunk);
-      const T scale = static_cast<T>(s.scale);
-      for (int64_t c = threadIdx.x; c < s.d; c += blockDim.x) dq_i[c] = scale * dq_i[c];
-      continue;
-    }
-    const T* rk_h = rk + bh * s.tk;  // [tk]
-    // U_i, kept in dq_i until through_norm replaces it by the gradient.
-    weighted_row_sum<T>(
-        s.tk, s.d, [&](int64_t j) { return ds_row[j] * rk_h[j]; }, key_row, dq_i, chunk);
-    const T r = rq[row];
-    const T gain = head_gain(s, g, h);
-    if (dg_partial != nullptr) {  // (12): q̂_i · U_i
-      double local = 0;
-      for (int64_t c = threadIdx.x; c < s.d; c += blockDim.x) {
-        local += static_cast<double>(q_i[c] * r * dq_i[c]);
+__global__ void attention_dq_kernel(AttnDims s, int64_t tile, const int64_t* key_lengths,
+                                    const T* q, const T* k, const T* v, const T* g, const T* rq,
+                                    const T* rk, const T* lse, const T* delta, const T* dout,
+                                    T* dq, double* dg_partial) {
+  extern __shared__ __align__(16) unsigned char attn_shared[];
+  const QueryGradTiles<T> sh(attn_shared, tile, s.d);
+  const int64_t sd = s.d + 1;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const int64_t query_tiles = (s.tq + tile - 1) / tile;
+  const int64_t units = s.batch * s.heads * query_tiles;
+  for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
+    const int64_t bh = unit / query_tiles, h = bh % s.heads, b = bh / s.heads;
+    const int64_t i0 = (unit % query_tiles) * tile;
+    const int64_t rows = s.tq - i0 < tile ? s.tq - i0 : tile;
+    const int64_t q_offset = (b * s.tq + i0) * s.ld + h * s.d;  // row i0 of the head
+    const T* k_h = k + b * s.kv_time * s.ld + h * s.d;
+    const T* v_h = v + b * s.kv_time * s.ld + h * s.d;
+    __syncthreads();
+    load_rows(sh.q, q + q_offset, rows, s.d, s.ld);
+    load_rows(sh.dout, dout + q_offset, rows, s.d, s.ld);
+    load_query_stats(s, key_lengths, g, rq, lse, delta, b, h, i0, rows, sh.st);
+    for (int64_t e = threadIdx.x; e < rows * s.d; e += blockDim.x) sh.acc[(e / s.d) * sd + e % s.d] = T(0);
+    __syncthreads();
+    int64_t keys = 0;
+    for (int64_t r = 0; r < rows; ++r) keys = sh.st.visible[r] > keys ? sh.st.visible[r] : keys;
+
+    for (int64_t j0 = 0; j0 < keys; j0 += tile) {
+      const int64_t cols = keys - j0 < tile ? keys - j0 : tile;
+      __syncthreads();
+      load_rows(sh.k, k_h + j0 * s.ld, cols, s.d, s.ld);
+      load_rows(sh.v, v_h + j0 * s.ld, cols, s.d, s.ld);
+      if (s.qknorm) {
+        for (int64_t jj = threadIdx.x; jj < cols; jj += blockDim.x) sh.rk[jj] = rk[bh * s.tk + j0 + jj];
       }
-      const double total = block_sum(local, reduce_f64);
-      if (threadIdx.x == 0) dg_partial[row] = total;
+      __syncthreads();
+      for (int64_t e = threadIdx.x; e < rows * cols; e += blockDim.x) {
+        const int64_t r = e / cols, jj = e % cols;
+        const T rk_j = s.qknorm ? sh.rk[jj] : T(1);
+        T p_kept, ds;
+        recompute_p_and_ds(s, sh.st, sh.q + r * sd, sh.dout + r * sd, sh.k + jj * sd,
+                           sh.v + jj * sd, rk_j, r, bh * s.tq + i0 + r, j0 + jj, p_kept, ds);
+        sh.w[r * tile + jj] = s.qknorm ? ds * rk_j : ds;
+      }
+      __syncthreads();
+      for (int64_t e = threadIdx.x; e < rows * s.d; e += blockDim.x) {
+        const int64_t r = e / s.d, c = e % s.d;
+        const T* w_row = sh.w + r * tile;
+        T a = sh.acc[r * sd + c];
+        for (int64_t jj = 0; jj < cols; ++jj) a += w_row[jj] * sh.k[jj * sd + c];
+        sh.acc[r * sd + c] = a;
+      }
     }
-    through_norm(q_i, r, gain, static_cast<T>(s.eps), s.d, dq_i, reduce);
+    __syncthreads();
+    // dq from the sums, one warp per query row.
+    for (int64_t r = warp; r < rows; r += warps) {
+      const int64_t row = bh * s.tq + i0 + r;
+      const T* x = sh.q + r * sd;
+      const T* sum = sh.acc + r * sd;
+      T* dq_i = dq + q_offset + r * s.ld;
+      if (!s.qknorm) {
+        const T scale = static_cast<T>(s.scale);
+        for (int64_t c = lane; c < s.d; c += 32) dq_i[c] = scale * sum[c];
+        continue;
+      }
+      const T r_i = rq[row];
+      if (dg_partial != nullptr) {  // (12): q̂_i · U_i
+        double local = 0;
+        for (int64_t c = lane; c < s.d; c += 32) local += static_cast<double>(x[c] * r_i * sum[c]);
+        const double total = warp_sum(local);
+        if (lane == 0) dg_partial[row] = total;
+      }
+      warp_through_norm(x, r_i, head_gain(s, g, h), static_cast<T>(s.eps), s.d, sum, dq_i);
+    }
   }
 }
 
-// dk and dv, one key row (b, h, j) per block, row = (b·H + h)·kv_time + j, j < kv_time;
-// threads over the d columns, queries added in order (weighted_row_sum):
-//   j >= tk (unused cache rows): dk_j = dv_j = 0
-//   (7)         dv_j = Σ_i P'_ij dout_i,  P'_ij = z_ij/(1 − p) · P_ij
-//   scaled_dot (15): dk_j = scale · Σ_i dS_ij q_i
-//   qknorm (13): V_j = Σ_i (dS_ij rq_i) q_i, so that k̂̄_j = g_h V_j; then
-//               (14): dk_j = through_norm(k_j, rk_j, g_h, V_j)
-// P and dS are read down column j ([B, H, tq, tk], stride tk).
+// One dk/dv block's shared memory.
 template <typename T>
-__global__ void attention_dkdv_kernel(AttnDims s, const T* q, const T* k, const T* g,
-                                      const T* rq, const T* rk, const T* probs, const T* dout,
-                                      const T* ds, T* dk, T* dv) {
-  __shared__ T chunk[kAttnThreads];
-  __shared__ T reduce[32];
-  const int64_t rows = s.batch * s.heads * s.kv_time;
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const int64_t j = row % s.kv_time, bh = row / s.kv_time;
-    const int64_t h = bh % s.heads, b = bh / s.heads;
-    const int64_t kv_offset = (b * s.kv_time + j) * s.ld + h * s.d;
-    T* dk_j = dk + kv_offset;  // [d]
-    T* dv_j = dv + kv_offset;  // [d]
-    if (j >= s.tk) {
-      for (int64_t c = threadIdx.x; c < s.d; c += blockDim.x) {
-        dk_j[c] = T(0);
-        dv_j[c] = T(0);
+struct KeyGradTiles {
+  QueryRowStats<T> st;
+  T* k;     // [tile, d + 1] the block's key rows
+  T* v;     // [tile, d + 1] their values
+  T* q;     // [tile, d + 1] the current query tile
+  T* dout;  // [tile, d + 1] its upstream gradients
+  T* dk;    // [tile, d + 1] Σ_i w_ij q_i so far (V_j for qknorm)
+  T* dv;    // [tile, d + 1] Σ_i P_ij z_ij/(1 − p) dout_i so far
+  T* p;     // [tile, tile] P_ij z_ij/(1 − p) of the query tile
+  T* w;     // [tile, tile] dS_ij·rq_i (qknorm) or dS_ij
+  T* rk;    // [tile] rk_j of the block's keys
+  T* rq;    // [tile] rq_i of the query tile
+  std::size_t bytes;
+  __host__ __device__ KeyGradTiles(unsigned char* base, int64_t tile, int64_t d) {
+    SharedCarver c{base};
+    st.carve(c, tile);
+    k = c.take<T>(tile * (d + 1));
+    v = c.take<T>(tile * (d + 1));
+    q = c.take<T>(tile * (d + 1));
+    dout = c.take<T>(tile * (d + 1));
+    dk = c.take<T>(tile * (d + 1));
+    dv = c.take<T>(tile * (d + 1));
+    p = c.take<T>(tile * tile);
+    w = c.take<T>(tile * tile);
+    rk = c.take<T>(tile);
+    rq = c.take<T>(tile);
+    bytes = c.used;
+  }
+};
+
+// dk and dv, one block per (b, h, tile of key rows j0 .. j0 + cols − 1) of all kv_time rows
+// (rows j >= tk, unused cache rows, get 0), query tiles in order (a tile none of whose rows
+// sees key j0 is skipped):
+//   (7)              dv_j = Σ_i P_ij z_ij/(1 − p) dout_i
+//   scaled_dot (15): dk_j = scale · Σ_i dS_ij q_i
+//   qknorm (13):     V_j = Σ_i (dS_ij rq_i) q_i, so that k̂̄_j = g_h V_j; then
+//                    (14): dk_j = through_norm(k_j, rk_j, g_h, V_j)
+template <typename T>
+__global__ void attention_dkdv_kernel(AttnDims s, int64_t tile, const int64_t* key_lengths,
+                                      const T* q, const T* k, const T* v, const T* g,
+                                      const T* rq, const T* rk, const T* lse, const T* delta,
+                                      const T* dout, T* dk, T* dv) {
+  extern __shared__ __align__(16) unsigned char attn_shared[];
+  const KeyGradTiles<T> sh(attn_shared, tile, s.d);
+  const int64_t sd = s.d + 1;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const int64_t key_tiles = (s.kv_time + tile - 1) / tile;
+  const int64_t units = s.batch * s.heads * key_tiles;
+  for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
+    const int64_t bh = unit / key_tiles, h = bh % s.heads, b = bh / s.heads;
+    const int64_t j0 = (unit % key_tiles) * tile;
+    const int64_t cols = s.kv_time - j0 < tile ? s.kv_time - j0 : tile;  // rows of dk, dv
+    const int64_t used = s.tk - j0 < 0 ? 0 : (s.tk - j0 < cols ? s.tk - j0 : cols);  // j < tk
+    const int64_t kv_offset = (b * s.kv_time + j0) * s.ld + h * s.d;  // row j0 of the head
+    const T* q_h = q + b * s.tq * s.ld + h * s.d;
+    const T* do_h = dout + b * s.tq * s.ld + h * s.d;
+    __syncthreads();
+    load_rows(sh.k, k + kv_offset, used, s.d, s.ld);
+    load_rows(sh.v, v + kv_offset, used, s.d, s.ld);
+    for (int64_t jj = threadIdx.x; jj < used; jj += blockDim.x) {
+      sh.rk[jj] = s.qknorm ? rk[bh * s.tk + j0 + jj] : T(1);
+    }
+    for (int64_t e = threadIdx.x; e < cols * s.d; e += blockDim.x) {
+      sh.dk[(e / s.d) * sd + e % s.d] = T(0);
+      sh.dv[(e / s.d) * sd + e % s.d] = T(0);
+    }
+    for (int64_t i0 = 0; used > 0 && i0 < s.tq; i0 += tile) {
+      const int64_t rows = s.tq - i0 < tile ? s.tq - i0 : tile;
+      __syncthreads();  // the previous query tile is used up
+      load_rows(sh.q, q_h + i0 * s.ld, rows, s.d, s.ld);
+      load_rows(sh.dout, do_h + i0 * s.ld, rows, s.d, s.ld);
+      load_query_stats(s, key_lengths, g, rq, lse, delta, b, h, i0, rows, sh.st);
+      for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+        sh.rq[r] = s.qknorm ? rq[bh * s.tq + i0 + r] : T(1);
       }
-      continue;
+      __syncthreads();
+      bool any_visible = false;  // does a row of this tile see key j0? (the same on every thread)
+      for (int64_t r = 0; r < rows; ++r) any_visible = any_visible || sh.st.visible[r] > j0;
+      if (!any_visible) continue;
+      for (int64_t e = threadIdx.x; e < rows * used; e += blockDim.x) {
+        const int64_t r = e / used, jj = e % used;
+        T p_kept, ds;
+        recompute_p_and_ds(s, sh.st, sh.q + r * sd, sh.dout + r * sd, sh.k + jj * sd,
+                           sh.v + jj * sd, sh.rk[jj], r, bh * s.tq + i0 + r, j0 + jj, p_kept, ds);
+        sh.p[r * tile + jj] = p_kept;
+        sh.w[r * tile + jj] = s.qknorm ? ds * sh.rq[r] : ds;
+      }
+      __syncthreads();
+      for (int64_t e = threadIdx.x; e < used * s.d; e += blockDim.x) {
+        const int64_t jj = e / s.d, c = e % s.d;
+        T a_v = sh.dv[jj * sd + c], a_k = sh.dk[jj * sd + c];
+        for (int64_t r = 0; r < rows; ++r) {
+          a_v += sh.p[r * tile + jj] * sh.dout[r * sd + c];
+          a_k += sh.w[r * tile + jj] * sh.q[r * sd + c];
+        }
+        sh.dv[jj * sd + c] = a_v;
+        sh.dk[jj * sd + c] = a_k;
+      }
     }
-    const T* k_j = k + kv_offset;                          // [d]
-    const T* q_h = q + b * s.tq * s.ld + h * s.d;          // query i: q_h + i·ld
-    const T* do_h = dout + b * s.tq * s.ld + h * s.d;      // dout row i: do_h + i·ld
-    const int64_t first = bh * s.tq * s.tk + j;            // element (b, h, 0, j) of P and dS
-    // (7): dv_j = Σ_i P'_ij dout_i.
-    weighted_row_sum<T>(
-        s.tq, s.d,
-        [&](int64_t i) {
-          const T p = probs[first + i * s.tk];
-          return s.dropout_on ? p * dropout_factor<T>(s, first + i * s.tk) : p;
-        },
-        [&](int64_t i) { return do_h + i * s.ld; }, dv_j, chunk);
-    auto query_row = [&](int64_t i) { return q_h + i * s.ld; };
-    if (!s.qknorm) {  // (15)
-      weighted_row_sum<T>(
-          s.tq, s.d, [&](int64_t i) { return ds[first + i * s.tk]; }, query_row, dk_j, chunk);
-      const T scale = static_cast<T>(s.scale);
-      for (int64_t c = threadIdx.x; c < s.d; c += blockDim.x) dk_j[c] = scale * dk_j[c];
-      continue;
+    __syncthreads();
+    // dk and dv from the sums, one warp per key row (0 for the rows j >= tk).
+    for (int64_t jj = warp; jj < cols; jj += warps) {
+      T* dk_j = dk + kv_offset + jj * s.ld;
+      T* dv_j = dv + kv_offset + jj * s.ld;
+      const T* sum_k = sh.dk + jj * sd;
+      for (int64_t c = lane; c < s.d; c += 32) dv_j[c] = sh.dv[jj * sd + c];
+      if (!s.qknorm || jj >= used) {
+        const T scale = jj < used ? static_cast<T>(s.scale) : T(0);
+        for (int64_t c = lane; c < s.d; c += 32) dk_j[c] = scale * sum_k[c];
+        continue;
+      }
+      warp_through_norm(sh.k + jj * sd, sh.rk[jj], head_gain(s, g, h), static_cast<T>(s.eps),
+                        s.d, sum_k, dk_j);
     }
-    const T* rq_h = rq + bh * s.tq;  // [tq]
-    // V_j, kept in dk_j until through_norm replaces it by the gradient.
-    weighted_row_sum<T>(
-        s.tq, s.d, [&](int64_t i) { return ds[first + i * s.tk] * rq_h[i]; }, query_row, dk_j,
-        chunk);
-    through_norm(k_j, rk[bh * s.tk + j], head_gain(s, g, h), static_cast<T>(s.eps), s.d, dk_j,
-                 reduce);
   }
 }
 
@@ -445,11 +722,29 @@ __global__ void attention_dg_kernel(const double* partial, int64_t batch, int64_
   if (threadIdx.x == 0) dg[h] = static_cast<T>(total);
 }
 
+// The tile of a kernel's shared memory for head size d, or a clear error when even one row
+// does not fit (head sizes in the thousands).
+template <typename Tiles>
+int64_t tile_or_throw(int64_t d, DType dtype) {
+  const int64_t tile = pick_tile<Tiles>(d);
+  QKGRAD_CHECK(tile > 0, "attention on cuda: head size ", d, " in ", dtype_name(dtype),
+               " is too large for the kernel's shared memory (", kSharedBudget / 1024,
+               " KiB per block): split the width into more heads (a head size of a few hundred "
+               "fits) or use --device cpu");
+  return tile;
+}
+
+// Warps of kRowThreads-thread blocks for `rows` one-warp-per-row work items.
+unsigned warp_grid(int64_t rows) {
+  const int64_t per_block = kRowThreads / 32;
+  return grid_of((rows + per_block - 1) / per_block);
+}
+
 }  // namespace
 
 void CudaBackend::attention_forward(const AttentionSpec& spec, const Tensor& q, const Tensor& k,
                                     const Tensor& v, const Tensor* g, Tensor& out, Tensor& probs,
-                                    Tensor& rq, Tensor& rk) {
+                                    Tensor& lse, Tensor& rq, Tensor& rk) {
   QKGRAD_CHECK(!spec.qknorm || g != nullptr, "attention_forward: qknorm needs the gain g");
   const AttnDims s = dims_of(spec);
   const int64_t query_rows = s.batch * s.heads * s.tq, key_rows = s.batch * s.heads * s.tk;
@@ -459,25 +754,31 @@ void CudaBackend::attention_forward(const AttentionSpec& spec, const Tensor& q, 
   dispatch(q.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* g_ptr = s.qknorm ? g->data<T>() : nullptr;
+    const T* rq_ptr = s.qknorm ? rq.data<T>() : nullptr;
+    const T* rk_ptr = s.qknorm ? rk.data<T>() : nullptr;
     if (s.qknorm) {  // (1) rq [B, H, tq], rk [B, H, tk]
-      const int rows_per_block = kNormThreads / 32;
       if (query_rows > 0) {
-        const int64_t blocks = (query_rows + rows_per_block - 1) / rows_per_block;
-        inverse_norms_kernel<T><<<row_grid(blocks), kNormThreads>>>(
+        inverse_norms_kernel<T><<<warp_grid(query_rows), kRowThreads>>>(
             q.data<T>(), query_rows, s.heads, s.tq, s.tq, s.d, s.ld, s.eps, rq.data<T>());
         QKGRAD_CUDA_LAUNCHED();
       }
       if (key_rows > 0) {
-        const int64_t blocks = (key_rows + rows_per_block - 1) / rows_per_block;
-        inverse_norms_kernel<T><<<row_grid(blocks), kNormThreads>>>(
+        inverse_norms_kernel<T><<<warp_grid(key_rows), kRowThreads>>>(
             k.data<T>(), key_rows, s.heads, s.tk, s.kv_time, s.d, s.ld, s.eps, rk.data<T>());
         QKGRAD_CUDA_LAUNCHED();
       }
     }
-    if (query_rows > 0) {
-      attention_forward_kernel<T><<<row_grid(query_rows), kAttnThreads>>>(
-          s, lengths_ptr, q.data<T>(), k.data<T>(), v.data<T>(), g_ptr,
-          s.qknorm ? rq.data<T>() : nullptr, s.qknorm ? rk.data<T>() : nullptr, out.data<T>(),
+    if (query_rows == 0) return;
+    const int64_t tile = tile_or_throw<ForwardTiles<T>>(s.d, q.dtype());
+    const int64_t units = s.batch * s.heads * ((s.tq + tile - 1) / tile);
+    attention_forward_kernel<T><<<grid_of(units), kTileThreads, ForwardTiles<T>(nullptr, tile, s.d).bytes>>>(
+        s, tile, lengths_ptr, q.data<T>(), k.data<T>(), v.data<T>(), g_ptr, rq_ptr, rk_ptr,
+        out.data<T>(), lse.data<T>());
+    QKGRAD_CUDA_LAUNCHED();
+    const int64_t elements = query_rows * s.tk;
+    if (probs.numel() > 0 && elements > 0) {  // a user asked for P
+      attention_probs_kernel<T><<<warp_grid(elements), kRowThreads>>>(
+          s, lengths_ptr, q.data<T>(), k.data<T>(), g_ptr, rq_ptr, rk_ptr, lse.data<T>(),
           probs.data<T>());
       QKGRAD_CUDA_LAUNCHED();
     }
@@ -486,47 +787,51 @@ void CudaBackend::attention_forward(const AttentionSpec& spec, const Tensor& q, 
 
 void CudaBackend::attention_backward(const AttentionSpec& spec, const Tensor& q, const Tensor& k,
                                      const Tensor& v, const Tensor* g, const Tensor& out,
-                                     const Tensor& probs, const Tensor& rq, const Tensor& rk,
+                                     const Tensor& /*probs: recomputed from lse*/,
+                                     const Tensor& lse, const Tensor& rq, const Tensor& rk,
                                      const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv,
                                      Tensor* dg) {
   QKGRAD_CHECK(!spec.qknorm || g != nullptr, "attention_backward: qknorm needs the gain g");
   const AttnDims s = dims_of(spec);
   const int64_t query_rows = s.batch * s.heads * s.tq;
   const int64_t cache_rows = s.batch * s.heads * s.kv_time;  // every row of dk and dv
-  const int64_t tile = query_rows * s.tk;                     // elements of P and dS
   const bool want_dg = s.qknorm && dg != nullptr;
+  const Tensor lengths = key_lengths_on_device(spec);
+  const int64_t* lengths_ptr = lengths.defined() ? lengths.data<int64_t>() : nullptr;
   dispatch(q.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* g_ptr = s.qknorm ? g->data<T>() : nullptr;
     const T* rq_ptr = s.qknorm ? rq.data<T>() : nullptr;
     const T* rk_ptr = s.qknorm ? rk.data<T>() : nullptr;
-    Tensor ds = Tensor::empty({tile}, q.dtype(), Device::cuda);  // dS [B, H, tq, tk]
+    Tensor delta = Tensor::empty({query_rows}, q.dtype(), Device::cuda);  // D [B, H, tq]
     Tensor dg_partial;  // [B·H·tq] f64, one per query row
     if (want_dg && query_rows > 0) {
       dg_partial = Tensor::empty({query_rows}, DType::f64, Device::cuda);
     }
     double* partial_ptr = dg_partial.defined() ? dg_partial.data<double>() : nullptr;
-    if (tile > 0) {
-      attention_ds_kernel<T><<<row_grid(query_rows), kAttnThreads>>>(
-          s, v.data<T>(), out.data<T>(), probs.data<T>(), dout.data<T>(), ds.data<T>());
-      QKGRAD_CUDA_LAUNCHED();
-    }
     if (query_rows > 0) {
-      attention_dq_kernel<T><<<row_grid(query_rows), kAttnThreads>>>(
-          s, q.data<T>(), k.data<T>(), g_ptr, rq_ptr, rk_ptr, ds.data<T>(), dq.data<T>(),
-          partial_ptr);
+      attention_delta_kernel<T><<<warp_grid(query_rows), kRowThreads>>>(
+          s, out.data<T>(), dout.data<T>(), delta.data<T>());
+      QKGRAD_CUDA_LAUNCHED();
+      const int64_t tile = tile_or_throw<QueryGradTiles<T>>(s.d, q.dtype());
+      const int64_t units = s.batch * s.heads * ((s.tq + tile - 1) / tile);
+      attention_dq_kernel<T><<<grid_of(units), kTileThreads, QueryGradTiles<T>(nullptr, tile, s.d).bytes>>>(
+          s, tile, lengths_ptr, q.data<T>(), k.data<T>(), v.data<T>(), g_ptr, rq_ptr, rk_ptr,
+          lse.data<T>(), delta.data<T>(), dout.data<T>(), dq.data<T>(), partial_ptr);
       QKGRAD_CUDA_LAUNCHED();
     }
     if (cache_rows > 0) {
-      attention_dkdv_kernel<T><<<row_grid(cache_rows), kAttnThreads>>>(
-          s, q.data<T>(), k.data<T>(), g_ptr, rq_ptr, rk_ptr, probs.data<T>(), dout.data<T>(),
-          ds.data<T>(), dk.data<T>(), dv.data<T>());
+      const int64_t tile = tile_or_throw<KeyGradTiles<T>>(s.d, q.dtype());
+      const int64_t units = s.batch * s.heads * ((s.kv_time + tile - 1) / tile);
+      attention_dkdv_kernel<T><<<grid_of(units), kTileThreads, KeyGradTiles<T>(nullptr, tile, s.d).bytes>>>(
+          s, tile, lengths_ptr, q.data<T>(), k.data<T>(), v.data<T>(), g_ptr, rq_ptr, rk_ptr,
+          lse.data<T>(), delta.data<T>(), dout.data<T>(), dk.data<T>(), dv.data<T>());
       QKGRAD_CUDA_LAUNCHED();
     }
     if (want_dg) {  // one value per head, or one value; 0 when there are no query rows
       const unsigned outputs = s.per_head_g ? static_cast<unsigned>(s.heads) : 1u;
-      attention_dg_kernel<T><<<outputs, kNormThreads>>>(partial_ptr, s.batch, s.heads, s.tq,
-                                                         s.per_head_g, dg->data<T>());
+      attention_dg_kernel<T><<<outputs, kRowThreads>>>(partial_ptr, s.batch, s.heads, s.tq,
+                                                        s.per_head_g, dg->data<T>());
       QKGRAD_CUDA_LAUNCHED();
     }
   });
