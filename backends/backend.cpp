@@ -74,7 +74,7 @@ void Backend::scale(const Tensor&, double, Tensor&) { not_implemented("scale"); 
 void Backend::axpy(double, const Tensor&, Tensor&) { not_implemented("axpy"); }
 void Backend::sum_axis(const Tensor&, int64_t, int64_t, int64_t, Tensor&) { not_implemented("sum_axis"); }
 void Backend::sum_all(const Tensor&, Tensor&) { not_implemented("sum_all"); }
-double Backend::sum_of_squares(const Tensor&) { not_implemented("sum_of_squares"); }
+double Backend::sum_of_squares(const std::vector<Tensor>&) { not_implemented("sum_of_squares"); }
 void Backend::reduce_axis(ReduceOp, const Tensor&, int64_t, int64_t, int64_t, Tensor&) {
   not_implemented("reduce_axis");
 }

@@ -133,8 +133,10 @@ class Backend {
   virtual void sum_axis(const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor& out);
   // out (one element) = sum of all of x, in a fixed order (independent of thread count).
   virtual void sum_all(const Tensor& x, Tensor& out);
-  // Σ x² over all of x, accumulated in float64 in a fixed order (gradient-norm clipping).
-  virtual double sum_of_squares(const Tensor& x);
+  // Σ x² over every element of every x in xs (gradient-norm clipping): each tensor's sum in
+  // float64 in a fixed order, then the tensors' sums added in the order given. One call for all
+  // the tensors, so a GPU reads one number back instead of one per tensor.
+  virtual double sum_of_squares(const std::vector<Tensor>& xs);
   // x viewed as [outer, n, inner]: out[o, i] = reduce over j < n of x[o, j, i].
   virtual void reduce_axis(ReduceOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner,
                            Tensor& out);

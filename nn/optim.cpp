@@ -140,12 +140,15 @@ std::vector<NamedTensor> Adam::state_tensors() const {
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   QKGRAD_CHECK(max_norm > 0, "clip_grad_norm: max_norm must be > 0, got ", max_norm);
   NoGradGuard no_grad;
-  double total = 0;
+  // Σ g² in float64 (no overflow, fixed order), one backend call per device (normally one).
+  std::vector<Tensor> cpu_grads, cuda_grads;
   for (const Tensor& p : params) {
     const Tensor g = p.grad();
-    if (!g.defined()) continue;
-    total += backend(g.device()).sum_of_squares(g);  // in float64: no overflow, fixed order
+    if (g.defined()) (g.device() == Device::cpu ? cpu_grads : cuda_grads).push_back(g);
   }
+  double total = 0;
+  if (!cpu_grads.empty()) total += backend(Device::cpu).sum_of_squares(cpu_grads);
+  if (!cuda_grads.empty()) total += backend(Device::cuda).sum_of_squares(cuda_grads);
   const double norm = std::sqrt(total);
   if (!std::isfinite(norm)) return norm;
   if (norm > max_norm) {

@@ -84,15 +84,17 @@ void CpuBackend::sum_all(const Tensor& x, Tensor& out) {
   });
 }
 
-double CpuBackend::sum_of_squares(const Tensor& x) {
+double CpuBackend::sum_of_squares(const std::vector<Tensor>& xs) {
   double total = 0;
-  dispatch(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const T* in = x.data<T>();
-    total = chunked_sum<double>(x.numel(), [in](int64_t i) {
-      return static_cast<double>(in[i]) * static_cast<double>(in[i]);
+  for (const Tensor& x : xs) {
+    dispatch(x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* in = x.data<T>();
+      total += chunked_sum<double>(x.numel(), [in](int64_t i) {
+        return static_cast<double>(in[i]) * static_cast<double>(in[i]);
+      });
     });
-  });
+  }
   return total;
 }
 

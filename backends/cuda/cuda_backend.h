@@ -74,7 +74,7 @@ class CudaBackend final : public Backend {
   // cuda_reduce.cu
   void sum_axis(const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor& out) override;
   void sum_all(const Tensor& x, Tensor& out) override;
-  double sum_of_squares(const Tensor& x) override;
+  double sum_of_squares(const std::vector<Tensor>& xs) override;
   void reduce_axis(ReduceOp op, const Tensor& x, int64_t outer, int64_t n, int64_t inner,
                    Tensor& out) override;
   void max_axis_backward(const Tensor& x, const Tensor& dy, int64_t outer, int64_t n, int64_t inner,

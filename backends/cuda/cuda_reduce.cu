@@ -299,20 +299,33 @@ void CudaBackend::sum_all(const Tensor& x, Tensor& out) {
   });
 }
 
-double CudaBackend::sum_of_squares(const Tensor& x) {
-  if (x.numel() == 0) return 0.0;
+// out[0] = Σ_i sums[i] for i = 0, 1, … in order (one thread: the order of the CPU's loop).
+__global__ void ordered_sum_kernel(const double* sums, int64_t n, double* out) {
   double total = 0;
-  dispatch(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    int64_t chunks = 0;
-    const Tensor partial = chunk_partials<T, true>(x, chunks);
-    Tensor result = Tensor::empty({1}, DType::f64, Device::cuda);
-    sum_partials_kernel<double><<<1, kPartialThreads>>>(partial.data<double>(), chunks,
-                                                        result.data<double>());
-    QKGRAD_CUDA_LAUNCHED();
-    QKGRAD_CUDA_CHECK(cudaMemcpy(&total, result.data<double>(), sizeof total,
-                                 cudaMemcpyDeviceToHost));
-  });
+  for (int64_t i = 0; i < n; ++i) total += sums[i];
+  out[0] = total;
+}
+
+double CudaBackend::sum_of_squares(const std::vector<Tensor>& xs) {
+  if (xs.empty()) return 0.0;
+  const int64_t n = static_cast<int64_t>(xs.size());
+  Tensor sums = Tensor::empty({n + 1}, DType::f64, Device::cuda);  // each tensor's, then the total
+  double* sums_ptr = sums.data<double>();
+  for (int64_t i = 0; i < n; ++i) {
+    const Tensor& x = xs[static_cast<std::size_t>(i)];
+    dispatch(x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      int64_t chunks = 0;
+      const Tensor partial = chunk_partials<T, true>(x, chunks);  // no chunks: the sum is 0
+      sum_partials_kernel<double><<<1, kPartialThreads>>>(partial.data<double>(), chunks,
+                                                          sums_ptr + i);
+      QKGRAD_CUDA_LAUNCHED();
+    });
+  }
+  ordered_sum_kernel<<<1, 1>>>(sums_ptr, n, sums_ptr + n);
+  QKGRAD_CUDA_LAUNCHED();
+  double total = 0;
+  QKGRAD_CUDA_CHECK(cudaMemcpy(&total, sums_ptr + n, sizeof total, cudaMemcpyDeviceToHost));
   return total;
 }
 

@@ -685,7 +685,7 @@ int train(const TrainOptions& options) {
       if (std::isfinite(loss_value)) {
         for (const auto& [name, p] : model.named_parameters()) {
           const Tensor g = p.grad();
-          if (g.defined() && !std::isfinite(backend(g.device()).sum_of_squares(g))) {
+          if (g.defined() && !std::isfinite(backend(g.device()).sum_of_squares({g}))) {
             culprit = "the gradient of " + name;
             break;
           }
