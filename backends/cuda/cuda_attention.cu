@@ -159,6 +159,28 @@ __device__ void load_rows(T* tile, const T* src, int64_t rows, int64_t d, int64_
   }
 }
 
+// Loads key rows j0 .. j0 + cols − 1 of (b, h) into the shared tiles k and v, and their rk_j
+// (1 for the scaled dot-product, where logit_of ignores it), with the whole block.
+template <typename T>
+__device__ void load_key_tile(const AttnDims& s, const T* k, const T* v, const T* rk, int64_t b,
+                              int64_t h, int64_t j0, int64_t cols, T* k_tile, T* v_tile,
+                              T* rk_tile) {
+  const int64_t offset = (b * s.kv_time + j0) * s.ld + h * s.d;  // row j0 of the head
+  load_rows(k_tile, k + offset, cols, s.d, s.ld);
+  load_rows(v_tile, v + offset, cols, s.d, s.ld);
+  for (int64_t jj = threadIdx.x; jj < cols; jj += blockDim.x) {
+    rk_tile[jj] = s.qknorm ? rk[(b * s.heads + h) * s.tk + j0 + jj] : T(1);
+  }
+}
+
+// The most keys any of the first `rows` query rows sees (read from shared memory by every
+// thread, so all agree).
+__device__ inline int64_t most_visible(const int64_t* visible, int64_t rows) {
+  int64_t keys = 0;
+  for (int64_t r = 0; r < rows; ++r) keys = visible[r] > keys ? visible[r] : keys;
+  return keys;
+}
+
 // Back through x̂ = r·x, r = 1/max(‖x‖, eps) (14), for one row x of length d, with the gradient
 // of x̂ given as gain·grad (grad holds U or V of (13)):
 //   dx = r (gain·grad − x̂ (x̂ · gain·grad))   when ‖x‖ > eps,   dx = r · gain·grad   otherwise,
@@ -292,8 +314,6 @@ __global__ void attention_forward_kernel(AttnDims s, int64_t tile, const int64_t
     const int64_t bh = unit / query_tiles, h = bh % s.heads, b = bh / s.heads;
     const int64_t i0 = (unit % query_tiles) * tile;
     const int64_t rows = s.tq - i0 < tile ? s.tq - i0 : tile;
-    const T* k_h = k + b * s.kv_time * s.ld + h * s.d;  // key j: k_h + j·ld
-    const T* v_h = v + b * s.kv_time * s.ld + h * s.d;  // value j: v_h + j·ld
     __syncthreads();  // the previous unit is done with the shared tiles
     load_rows(sh.q, q + (b * s.tq + i0) * s.ld + h * s.d, rows, s.d, s.ld);
     for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
@@ -304,25 +324,18 @@ __global__ void attention_forward_kernel(AttnDims s, int64_t tile, const int64_t
     }
     for (int64_t e = threadIdx.x; e < rows * s.d; e += blockDim.x) sh.acc[(e / s.d) * sd + e % s.d] = T(0);
     __syncthreads();
-    int64_t keys = 0;  // the most keys any row of the tile sees (the same on every thread)
-    for (int64_t r = 0; r < rows; ++r) keys = sh.visible[r] > keys ? sh.visible[r] : keys;
-
+    const int64_t keys = most_visible(sh.visible, rows);
     for (int64_t j0 = 0; j0 < keys; j0 += tile) {
       const int64_t cols = keys - j0 < tile ? keys - j0 : tile;
       __syncthreads();  // the previous key tile is used up
-      load_rows(sh.k, k_h + j0 * s.ld, cols, s.d, s.ld);
-      load_rows(sh.v, v_h + j0 * s.ld, cols, s.d, s.ld);
-      if (s.qknorm) {
-        for (int64_t jj = threadIdx.x; jj < cols; jj += blockDim.x) sh.rk[jj] = rk[bh * s.tk + j0 + jj];
-      }
+      load_key_tile(s, k, v, rk, b, h, j0, cols, sh.k, sh.v, sh.rk);
       __syncthreads();
       // (2)–(3): the logits, −∞ for hidden keys.
       for (int64_t e = threadIdx.x; e < rows * cols; e += blockDim.x) {
         const int64_t r = e / cols, jj = e % cols;
         T logit = minus_inf;
         if (j0 + jj < sh.visible[r]) {
-          logit = logit_of(s, dot_of(sh.q + r * sd, sh.k + jj * sd, s.d), sh.coef[r],
-                           s.qknorm ? sh.rk[jj] : T(1));
+          logit = logit_of(s, dot_of(sh.q + r * sd, sh.k + jj * sd, s.d), sh.coef[r], sh.rk[jj]);
         }
         sh.p[r * tile + jj] = logit;
       }
@@ -524,33 +537,24 @@ __global__ void attention_dq_kernel(AttnDims s, int64_t tile, const int64_t* key
     const int64_t i0 = (unit % query_tiles) * tile;
     const int64_t rows = s.tq - i0 < tile ? s.tq - i0 : tile;
     const int64_t q_offset = (b * s.tq + i0) * s.ld + h * s.d;  // row i0 of the head
-    const T* k_h = k + b * s.kv_time * s.ld + h * s.d;
-    const T* v_h = v + b * s.kv_time * s.ld + h * s.d;
     __syncthreads();
     load_rows(sh.q, q + q_offset, rows, s.d, s.ld);
     load_rows(sh.dout, dout + q_offset, rows, s.d, s.ld);
     load_query_stats(s, key_lengths, g, rq, lse, delta, b, h, i0, rows, sh.st);
     for (int64_t e = threadIdx.x; e < rows * s.d; e += blockDim.x) sh.acc[(e / s.d) * sd + e % s.d] = T(0);
     __syncthreads();
-    int64_t keys = 0;
-    for (int64_t r = 0; r < rows; ++r) keys = sh.st.visible[r] > keys ? sh.st.visible[r] : keys;
-
+    const int64_t keys = most_visible(sh.st.visible, rows);
     for (int64_t j0 = 0; j0 < keys; j0 += tile) {
       const int64_t cols = keys - j0 < tile ? keys - j0 : tile;
-      __syncthreads();
-      load_rows(sh.k, k_h + j0 * s.ld, cols, s.d, s.ld);
-      load_rows(sh.v, v_h + j0 * s.ld, cols, s.d, s.ld);
-      if (s.qknorm) {
-        for (int64_t jj = threadIdx.x; jj < cols; jj += blockDim.x) sh.rk[jj] = rk[bh * s.tk + j0 + jj];
-      }
+      __syncthreads();  // the previous key tile is used up
+      load_key_tile(s, k, v, rk, b, h, j0, cols, sh.k, sh.v, sh.rk);
       __syncthreads();
       for (int64_t e = threadIdx.x; e < rows * cols; e += blockDim.x) {
         const int64_t r = e / cols, jj = e % cols;
-        const T rk_j = s.qknorm ? sh.rk[jj] : T(1);
         T p_kept, ds;
         recompute_p_and_ds(s, sh.st, sh.q + r * sd, sh.dout + r * sd, sh.k + jj * sd,
-                           sh.v + jj * sd, rk_j, r, bh * s.tq + i0 + r, j0 + jj, p_kept, ds);
-        sh.w[r * tile + jj] = s.qknorm ? ds * rk_j : ds;
+                           sh.v + jj * sd, sh.rk[jj], r, bh * s.tq + i0 + r, j0 + jj, p_kept, ds);
+        sh.w[r * tile + jj] = s.qknorm ? ds * sh.rk[jj] : ds;
       }
       __syncthreads();
       for (int64_t e = threadIdx.x; e < rows * s.d; e += blockDim.x) {
@@ -644,11 +648,7 @@ __global__ void attention_dkdv_kernel(AttnDims s, int64_t tile, const int64_t* k
     const T* q_h = q + b * s.tq * s.ld + h * s.d;
     const T* do_h = dout + b * s.tq * s.ld + h * s.d;
     __syncthreads();
-    load_rows(sh.k, k + kv_offset, used, s.d, s.ld);
-    load_rows(sh.v, v + kv_offset, used, s.d, s.ld);
-    for (int64_t jj = threadIdx.x; jj < used; jj += blockDim.x) {
-      sh.rk[jj] = s.qknorm ? rk[bh * s.tk + j0 + jj] : T(1);
-    }
+    load_key_tile(s, k, v, rk, b, h, j0, used, sh.k, sh.v, sh.rk);
     for (int64_t e = threadIdx.x; e < cols * s.d; e += blockDim.x) {
       sh.dk[(e / s.d) * sd + e % s.d] = T(0);
       sh.dv[(e / s.d) * sd + e % s.d] = T(0);
@@ -663,9 +663,7 @@ __global__ void attention_dkdv_kernel(AttnDims s, int64_t tile, const int64_t* k
         sh.rq[r] = s.qknorm ? rq[bh * s.tq + i0 + r] : T(1);
       }
       __syncthreads();
-      bool any_visible = false;  // does a row of this tile see key j0? (the same on every thread)
-      for (int64_t r = 0; r < rows; ++r) any_visible = any_visible || sh.st.visible[r] > j0;
-      if (!any_visible) continue;
+      if (most_visible(sh.st.visible, rows) <= j0) continue;  // no row of the tile sees key j0
       for (int64_t e = threadIdx.x; e < rows * used; e += blockDim.x) {
         const int64_t r = e / used, jj = e % used;
         T p_kept, ds;
