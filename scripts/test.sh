@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # qkgrad's whole test suite, on a fresh Debian 12 machine or a developer's checkout:
 #   installs what is missing (apt-get), builds (release, warnings are errors), runs the Catch2
-#   suite and qkgrad-gradcheck, and builds the CUDA backend when nvcc is present.
+#   suite and qkgrad-gradcheck, runs the CUDA attention kernels in a CPU emulation, and builds the
+#   CUDA backend when nvcc is present.
 #
 #   scripts/test.sh [--sanitize] [--fuzz SECONDS]
 #     --sanitize      also build with AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
 #                     and run the whole Catch2 suite and qkgrad-gradcheck there; any report fails.
 #     --fuzz SECONDS  also run each libFuzzer target (scripts/fuzz.sh) for SECONDS.
 #   CI (.ci/run) passes both: --sanitize --fuzz 60.
-# Counts: every Catch2 test case, every op checked by qkgrad-gradcheck, the CUDA build, and
-# (when asked) the sanitized suite and each fuzz target.
+# Counts: every Catch2 test case, every op checked by qkgrad-gradcheck, the CUDA emulation, the
+# CUDA build, and (when asked) the sanitized suite and each fuzz target.
 # The last line is always "N passed, N failed"; the exit status is non-zero on any failure.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
@@ -117,6 +118,19 @@ if [ -n "$nvcc_path" ]; then
   fi
 else
   stage "CUDA build skipped: nvcc not found"
+fi
+
+# ---- the CUDA attention kernels, run on the CPU in an emulation of their threads ----
+stage "CUDA attention kernels in a CPU emulation (tests/cuda_emulation/run.sh)"
+tests/cuda_emulation/run.sh build 2>&1 | tee "$log_dir/emulation.log"
+emulation_line=$(tail -n 1 "$log_dir/emulation.log")
+if [[ "$emulation_line" =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]] && [ "${BASH_REMATCH[2]}" -eq 0 ] &&
+   [ "${BASH_REMATCH[1]}" -gt 0 ]; then
+  echo "CUDA attention emulation: PASS"
+  passed=$((passed + 1))
+else
+  echo "CUDA attention emulation: FAIL"
+  failed=$((failed + 1))
 fi
 
 # ---- AddressSanitizer + UndefinedBehaviorSanitizer: the whole Catch2 suite and the gradient checks ----

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Runs the CUDA attention kernels (backends/cuda/cuda_attention.cu) on the CPU, in the host
+# emulation of emu.h, against the CPU backend (attention_emulation.cpp): the check that the
+# kernels compute the right thing on a machine without a GPU. It cannot check the GPU memory
+# model, real scheduling, CUDA's math library or speed (docs/cuda-backend.md).
+#
+#   tests/cuda_emulation/run.sh [--full] [BUILD]
+#     BUILD   a configured CPU build whose libqkgrad.a is up to date (default build/)
+#     --full  also under AddressSanitizer, and the long rows (300 keys, 260 queries): minutes
+#
+# Each pass runs every configuration with a different tile and grid limit, so the kernels'
+# loops over many tiles and the grid-stride loops are exercised. The last line is
+# "N passed, N failed" (configurations × dtypes × passes).
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
+full=0
+[ "${1:-}" = "--full" ] && { full=1; shift; }
+build=${1:-build}
+out=build-emulation
+if [ ! -f "$build/libqkgrad.a" ]; then
+  echo "error: $build/libqkgrad.a not found: build it first (meson setup $build && ninja -C $build)"
+  echo "0 passed, 1 failed"
+  exit 1
+fi
+mkdir -p "$out"
+python3 tests/cuda_emulation/extract_attention.py . "$out" || { echo "0 passed, 1 failed"; exit 1; }
+
+# compile NAME [flags...]: the emulation driver linked with the CPU library.
+compile() {
+  local name=$1
+  shift
+  g++ -std=c++20 -O1 -g -Wall -Wextra -Werror -I. -I"$out" -Itests/cuda_emulation "$@" \
+    tests/cuda_emulation/attention_emulation.cpp "$build/libqkgrad.a" -lopenblas -fopenmp -pthread \
+    -o "$out/$name"
+}
+compile attention_emulation || { echo "0 passed, 1 failed"; exit 1; }
+
+passed=0
+failed=0
+# pass LABEL BINARY TILE BLOCKS THREADS [--long]: THREADS per block in every kernel (the real
+# sizes are 128 for the tile kernels and 256 for the row kernels; any multiple of 32 must work).
+pass() {
+  local label=$1 binary=$2 tile=$3 blocks=$4 threads=$5
+  shift 5
+  echo "== $label: tiles of at most $tile rows, at most $blocks blocks per launch, ${threads:-128/256} threads"
+  local log="$out/$label.log"
+  EMU_MAX_TILE=$tile EMU_MAX_BLOCKS=$blocks EMU_TILE_THREADS=${threads:-128} EMU_ROW_THREADS=${threads:-256} \
+    OMP_NUM_THREADS=1 "$out/$binary" "$@" > "$log" 2>&1
+  local rc=$?
+  grep -E "^FAIL|^    " "$log"
+  local line
+  line=$(tail -n 1 "$log")
+  if [[ "$line" =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
+    passed=$((passed + BASH_REMATCH[1]))
+    failed=$((failed + BASH_REMATCH[2]))
+    [ "$rc" -ne 0 ] && [ "${BASH_REMATCH[2]}" -eq 0 ] && failed=$((failed + 1))
+  else
+    tail -n 20 "$log"
+    failed=$((failed + 1))
+  fi
+  echo "$line"
+}
+pass default attention_emulation 32 1048576 ""
+pass tiles-of-2 attention_emulation 2 2 32
+pass tiles-of-4 attention_emulation 4 1 64
+if [ "$full" = 1 ]; then
+  compile attention_emulation_asan -fsanitize=address,undefined -fno-sanitize-recover=all ||
+    { echo "$passed passed, $((failed + 1)) failed"; exit 1; }
+  export ASAN_OPTIONS=detect_leaks=0
+  pass asan-tiles-of-8-long attention_emulation_asan 8 3 "" --long
+fi
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
