@@ -834,7 +834,7 @@ TEST_CASE("cuda: the attention keeps no [tq, tk] matrix: memory grows with T, no
 TEST_CASE("cuda: a head too large for the attention kernel's shared memory fails with a clear error",
           "[cuda]") {
   if (skip_without_gpu()) return;
-  if (skip_in_dry_run()) return;  // about the CUDA kernels (the CPU keeps P)
+  if (skip_in_dry_run()) return;  // a limit of the CUDA kernels only
   // One head of 4096 float64 values: even a single row of each tile exceeds 48 KiB.
   Generator gen(6);
   const Tensor x = Tensor::randn({1, 3, 4096}, gen, DType::f64).to(kGpu);
