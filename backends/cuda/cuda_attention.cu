@@ -159,6 +159,12 @@ __device__ void load_rows(T* tile, const T* src, int64_t rows, int64_t d, int64_
   }
 }
 
+// Sets `rows` rows of a shared [tile, d + 1] tile to 0, with the whole block.
+template <typename T>
+__device__ void zero_rows(T* tile, int64_t rows, int64_t d) {
+  for (int64_t e = threadIdx.x; e < rows * d; e += blockDim.x) tile[(e / d) * (d + 1) + e % d] = T(0);
+}
+
 // Loads key rows j0 .. j0 + cols − 1 of (b, h) into the shared tiles k and v, and their rk_j
 // (1 for the scaled dot-product, where logit_of ignores it), with the whole block.
 template <typename T>
@@ -322,7 +328,7 @@ __global__ void attention_forward_kernel(AttnDims s, int64_t tile, const int64_t
       sh.row_max[r] = minus_inf;
       sh.row_sum[r] = T(0);
     }
-    for (int64_t e = threadIdx.x; e < rows * s.d; e += blockDim.x) sh.acc[(e / s.d) * sd + e % s.d] = T(0);
+    zero_rows(sh.acc, rows, s.d);
     __syncthreads();
     const int64_t keys = most_visible(sh.visible, rows);
     for (int64_t j0 = 0; j0 < keys; j0 += tile) {
@@ -541,7 +547,7 @@ __global__ void attention_dq_kernel(AttnDims s, int64_t tile, const int64_t* key
     load_rows(sh.q, q + q_offset, rows, s.d, s.ld);
     load_rows(sh.dout, dout + q_offset, rows, s.d, s.ld);
     load_query_stats(s, key_lengths, g, rq, lse, delta, b, h, i0, rows, sh.st);
-    for (int64_t e = threadIdx.x; e < rows * s.d; e += blockDim.x) sh.acc[(e / s.d) * sd + e % s.d] = T(0);
+    zero_rows(sh.acc, rows, s.d);
     __syncthreads();
     const int64_t keys = most_visible(sh.st.visible, rows);
     for (int64_t j0 = 0; j0 < keys; j0 += tile) {
@@ -649,10 +655,8 @@ __global__ void attention_dkdv_kernel(AttnDims s, int64_t tile, const int64_t* k
     const T* do_h = dout + b * s.tq * s.ld + h * s.d;
     __syncthreads();
     load_key_tile(s, k, v, rk, b, h, j0, used, sh.k, sh.v, sh.rk);
-    for (int64_t e = threadIdx.x; e < cols * s.d; e += blockDim.x) {
-      sh.dk[(e / s.d) * sd + e % s.d] = T(0);
-      sh.dv[(e / s.d) * sd + e % s.d] = T(0);
-    }
+    zero_rows(sh.dk, cols, s.d);
+    zero_rows(sh.dv, cols, s.d);
     for (int64_t i0 = 0; used > 0 && i0 < s.tq; i0 += tile) {
       const int64_t rows = s.tq - i0 < tile ? s.tq - i0 : tile;
       __syncthreads();  // the previous query tile is used up
