@@ -118,21 +118,50 @@ void write_file_atomically(const std::string& path, const std::function<void(std
   sync_directory(path);
 }
 
+void check_can_write(const std::string& path, const std::string& what) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  QKGRAD_CHECK(!path.empty() && path.back() != '/', what, ": '", path, "' is not a file name; give the path of a file");
+  QKGRAD_CHECK(!fs::is_directory(path, ec), what, ": '", path, "' is a directory; give the path of a file to write");
+  const std::string dir = directory_of(path);
+  QKGRAD_CHECK(fs::is_directory(dir, ec), what, ": the directory '", dir, "' does not exist; create it (mkdir -p ",
+               dir, ") or choose another path");
+  const std::string probe = cat(path, ".tmp.", ::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == EEXIST) return;  // our own temporary, from an earlier write: the directory is writable
+    fail(cat(what, ": cannot create files in '", dir, "': ", reason(err),
+             "; choose a path where you may write (nothing was done)"));
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
 std::string read_file(const std::string& path, std::size_t max_bytes) {
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"),
-                                                       &std::fclose);
-  if (!file) {
+  // O_NONBLOCK: opening a FIFO (or a device) for reading would otherwise wait for a writer
+  // forever, before the regular-file check below could refuse it. It changes nothing for a
+  // regular file.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
     const int err = errno;
     fail(cat("read_file: cannot open '", path, "': ", reason(err),
              "; check the path and its permissions"));
+  }
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(::fdopen(fd, "rb"), &std::fclose);
+  if (!file) {
+    const int err = errno;
+    ::close(fd);
+    fail(cat("read_file: cannot read '", path, "': ", reason(err)));
   }
   struct stat info {};
   if (::fstat(::fileno(file.get()), &info) != 0) {
     const int err = errno;
     fail(cat("read_file: cannot read the size of '", path, "': ", reason(err)));
   }
-  QKGRAD_CHECK(S_ISREG(info.st_mode), "read_file: '", path,
-               "' is not a regular file (a directory?); give the path of a file");
+  QKGRAD_CHECK(S_ISREG(info.st_mode), "read_file: '", path, "' is not a regular file (",
+               S_ISDIR(info.st_mode) ? "a directory" : S_ISFIFO(info.st_mode) ? "a FIFO" : "a device or socket",
+               "); give the path of a file (copy a stream to a file first)");
   const auto size = static_cast<std::size_t>(info.st_size);
   QKGRAD_CHECK(size <= max_bytes, "read_file: '", path, "' is ", size,
                " bytes, more than the limit of ", max_bytes, " bytes; is it the right file?");

@@ -29,6 +29,12 @@ namespace qkgrad {
 // The new file gets the default permissions (0666 less the umask), not those of the old one.
 void write_file_atomically(const std::string& path, const std::function<void(std::FILE*)>& write);
 
+// Checks, before any long work, that write_file_atomically(path) will be able to create its
+// file: `path` is not a directory, its directory exists, and a file can be created there (tried
+// for real, so read-only mounts and permissions count, also for root). Throws qkgrad::Error
+// starting with `what` (e.g. "translate: --output out/t.txt"), naming the problem and what to do.
+void check_can_write(const std::string& path, const std::string& what);
+
 // The whole contents of the file at `path`. Throws qkgrad::Error naming the path when it is
 // missing, unreadable, not a regular file, or larger than max_bytes.
 std::string read_file(const std::string& path, std::size_t max_bytes);

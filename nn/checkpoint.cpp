@@ -1,6 +1,8 @@
 #include "nn/checkpoint.h"
 
 #include <cerrno>
+#include <cmath>
+#include <tuple>
 #include <charconv>
 #include <cstring>
 #include <cstdio>
@@ -130,6 +132,30 @@ Json read_config_json(const std::string& dir) {
   return j;
 }
 
+// "" if every element of t is finite, else what the first bad one is: "NaN at element 17".
+std::string first_non_finite(const Tensor& t) {
+  if (!is_floating(t.dtype())) return "";
+  const Tensor host = t.to(Device::cpu);  // the same tensor when it is on the host
+  auto scan = [&](const auto* p) -> std::string {
+    for (int64_t i = 0; i < host.numel(); ++i) {
+      if (!std::isfinite(p[i])) return cat(std::isnan(p[i]) ? "NaN" : p[i] > 0 ? "+inf" : "-inf", " at element ", i);
+    }
+    return "";
+  };
+  return host.dtype() == DType::f32 ? scan(host.data<float>()) : scan(host.data<double>());
+}
+
+// Throws (as E) when a tensor of `tensors` is not finite, naming it and `where` it is.
+template <typename E = Error>
+void check_finite(const std::vector<NamedTensor>& tensors, const std::string& where, const std::string& what_to_do) {
+  for (const auto& [name, t] : tensors) {
+    const std::string bad = first_non_finite(t);
+    if (!bad.empty()) {
+      throw E(cat(where, ": tensor '", name, "' ", t.shape(), " holds ", bad, " (a non-finite value)", what_to_do));
+    }
+  }
+}
+
 void check_id(const safetensors::Metadata& meta, const std::string& id, const std::string& path) {
   const auto it = meta.find("id");
   QKGRAD_CHECK(it != meta.end() && it->second == id, path, ": belongs to a different save than config.json (id ",
@@ -194,6 +220,7 @@ Json config_to_json(const TransformerConfig& c) {
   j.set("unk_id", c.unk_id);
   j.set("seed", static_cast<int64_t>(c.seed));
   j.set("dtype", std::string(dtype_name(c.dtype)));
+  j.set("vocabulary_id", c.vocabulary_id);
   return j;
 }
 
@@ -227,6 +254,17 @@ TransformerConfig config_from_json(const Json& j, const std::string& source) {
     const std::string dtype = j.at("dtype").as_string();
     QKGRAD_CHECK(dtype == "f32" || dtype == "f64", "\"dtype\" must be \"f32\" or \"f64\", got \"", dtype, "\"");
     c.dtype = dtype == "f32" ? DType::f32 : DType::f64;
+    if (j.contains("vocabulary_id")) c.vocabulary_id = j.at("vocabulary_id").as_string();  // absent before it existed
+    // Bounds far above any model this library trains, so that an edited or corrupted file is
+    // refused with its field named instead of asking for terabytes.
+    for (const auto& [field, value, most] : {std::tuple{"vocab", c.vocab, int64_t{1} << 24},
+                                             std::tuple{"d_model", c.d_model, int64_t{1} << 16},
+                                             std::tuple{"heads", c.heads, int64_t{1} << 12},
+                                             std::tuple{"ffn", c.ffn, int64_t{1} << 20},
+                                             std::tuple{"encoder_layers", c.encoder_layers, int64_t{1} << 10},
+                                             std::tuple{"decoder_layers", c.decoder_layers, int64_t{1} << 10}}) {
+      QKGRAD_CHECK(value <= most, "\"", field, "\" is ", value, ", more than the largest supported (", most, ")");
+    }
     c.validate();
   } catch (const Error& e) {
     fail(cat(source, ": invalid model config: ", e.what()));
@@ -241,6 +279,13 @@ void save_checkpoint(const std::string& dir_name, const Seq2SeqTransformer& mode
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();  // "ckpt/": the temporaries go next to it, not in it
   QKGRAD_CHECK(!dir.empty() && dir != "/" && dir != "." && dir != "..", "save_checkpoint: '", dir_name,
                "' is not a name for a checkpoint directory");
+  // Nothing non-finite is ever saved: checked before anything is written.
+  const std::string refusal = cat("; nothing was written (the previous checkpoint in ", dir, ", if any, is unchanged)");
+  check_finite<NonFiniteState>(model.named_parameters(), cat("save_checkpoint: refusing to save ", dir, ": the model"), refusal);
+  if (trainer) {
+    check_finite<NonFiniteState>(trainer->optimizer_state, cat("save_checkpoint: refusing to save ", dir, ": the optimizer state"),
+                                 refusal);
+  }
   const std::string fresh = dir + ".tmp-" + std::to_string(::getpid());
   std::error_code ec;
   fs::remove_all(fresh, ec);          // a leftover of an interrupted save by this process
@@ -287,7 +332,16 @@ bool checkpoint_exists(const std::string& dir) {
 
 TransformerConfig load_checkpoint_config(const std::string& dir) {
   const Json j = read_config_json(dir);
-  return config_from_json(j.at("model"), file_in(dir, "config.json"));
+  const std::string path = file_in(dir, "config.json");
+  const TransformerConfig c = config_from_json(j.at("model"), path);
+  // The weights must fit in model.safetensors: checked before a model of this size is built.
+  std::error_code ec;
+  const auto bytes = fs::file_size(file_in(dir, "model.safetensors"), ec);
+  const double needed = static_cast<double>(c.parameter_count()) * static_cast<double>(dtype_size(c.dtype));
+  QKGRAD_CHECK(ec || static_cast<double>(bytes) >= needed, path, ": describes a model of ", c.parameter_count(),
+               " parameters (", needed, " bytes of ", dtype_name(c.dtype), "), but ", file_in(dir, "model.safetensors"),
+               " has only ", bytes, " bytes: that file is truncated, or config.json does not belong to it (was it edited?)");
+  return c;
 }
 
 namespace {
@@ -330,6 +384,10 @@ void load_model_weights(const std::string& dir, Seq2SeqTransformer& model) {
     same("ffn", saved.ffn, mine.ffn);
     same("encoder_layers", saved.encoder_layers, mine.encoder_layers);
     same("decoder_layers", saved.decoder_layers, mine.decoder_layers);
+    QKGRAD_CHECK(saved.vocabulary_id.empty() || mine.vocabulary_id.empty() || saved.vocabulary_id == mine.vocabulary_id,
+                 config_path, ": the checkpoint was trained with the subword vocabulary ", saved.vocabulary_id,
+                 " but this model uses ", mine.vocabulary_id,
+                 "; the same vocabulary size does not make the same pieces: use the subword model it was trained with");
     QKGRAD_CHECK(saved.norm == mine.norm && saved.attention == mine.attention && saved.per_head_g == mine.per_head_g &&
                      saved.fixnorm == mine.fixnorm,
                  config_path, ": the checkpoint was saved for norm ", norm_name(saved.norm), ", attention ",
@@ -343,6 +401,7 @@ void load_model_weights(const std::string& dir, Seq2SeqTransformer& model) {
 
   const std::string path = file_in(dir, "model.safetensors");
   const safetensors::Contents& contents = save.contents;
+  check_finite(contents.tensors, path, "; these weights are unusable: use another checkpoint, or train again");
   std::map<std::string, const Tensor*> by_name;
   for (const auto& [name, t] : contents.tensors) by_name[name] = &t;
   const std::vector<NamedTensor> params = model.named_parameters();
@@ -368,6 +427,7 @@ TrainerState load_trainer_state(const std::string& dir) {
   QKGRAD_CHECK(fs::is_regular_file(path), path, ": missing; this checkpoint holds a model only and cannot resume training");
   SameSave save = read_same_save(dir, "trainer.safetensors", j);
   TrainerState state;
+  check_finite(save.contents.tensors, path, "; this optimizer state cannot continue training");
   state.optimizer_state = std::move(save.contents.tensors);
   for (const auto& [key, value] : save.contents.metadata) {
     if (key != "format" && key != "kind" && key != "id") state.values[key] = value;

@@ -20,10 +20,18 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "nn/json.h"
 #include "nn/transformer.h"
 
 namespace qkgrad {
+
+// Thrown by save_checkpoint when a tensor to be saved holds NaN or ±inf (nothing is written):
+// a checkpoint never holds non-finite state, and loading refuses one that does.
+class NonFiniteState : public Error {
+ public:
+  using Error::Error;
+};
 
 // What a training loop needs besides the weights to resume bit for bit.
 struct TrainerState {
@@ -42,22 +50,27 @@ Json config_to_json(const TransformerConfig& config);
 // Validates every field; `source` names the file in errors.
 TransformerConfig config_from_json(const Json& json, const std::string& source);
 
-// Writes DIR atomically (see above). trainer may be null (a model-only checkpoint). Tensors on
+// Writes DIR atomically (see above), after checking that every parameter and optimizer tensor
+// is finite (else NonFiniteState, naming the first bad tensor). trainer may be null (a model-only checkpoint). Tensors on
 // a GPU are copied to the host one at a time as they are written; the files do not record a
 // device, so a checkpoint saved from one device loads on any other.
 void save_checkpoint(const std::string& dir, const Seq2SeqTransformer& model, const TrainerState* trainer);
 
-// DIR/config.json, validated.
+// DIR/config.json, validated: every field, within bounds (a config that asks for 2^40 FFN units
+// is refused, not allocated), and the parameter count it implies against the size of
+// model.safetensors.
 TransformerConfig load_checkpoint_config(const std::string& dir);
 
 // Copies the weights of DIR into `model`. Checks the architecture in config.json against the
 // model's, then every name, shape and dtype; the first mismatch is an Error naming the file,
 // the tensor and both values. The weights are read on the host and copied onto the model's
-// device (Seq2SeqTransformer::device()).
+// device (Seq2SeqTransformer::device()). A weight that is NaN or ±inf is an Error naming it, and
+// so is a vocabulary_id that differs from the model's (when both are known).
 void load_model_weights(const std::string& dir, Seq2SeqTransformer& model);
 
 // DIR/trainer.safetensors (which must come from the same save as the model). The state tensors
-// are on the host; Optimizer::load_state copies them onto the parameters' device.
+// are on the host; Optimizer::load_state copies them onto the parameters' device. A state tensor
+// that is NaN or ±inf is an Error naming it.
 TrainerState load_trainer_state(const std::string& dir);
 
 bool checkpoint_exists(const std::string& dir);

@@ -28,6 +28,16 @@ void TransformerConfig::validate() const {
   QKGRAD_CHECK(is_floating(dtype), "TransformerConfig: dtype must be f32 or f64");
 }
 
+int64_t TransformerConfig::parameter_count() const {
+  const int64_t D = d_model, F = ffn;
+  const int64_t attention_block = 4 * (D * D + D) + (attention == AttentionMode::qknorm ? (per_head_g ? heads : 1) : 0);
+  const int64_t norm_layer = norm == NormType::layer_norm ? 2 * D : 1;  // gamma and beta, or ScaleNorm's g
+  const int64_t ffn_block = D * F + F + F * D + D;
+  const int64_t encoder_layer = 2 * norm_layer + attention_block + ffn_block;
+  const int64_t decoder_layer = 3 * norm_layer + 2 * attention_block + ffn_block;
+  return vocab * D + encoder_layers * encoder_layer + decoder_layers * decoder_layer + 2 * norm_layer;
+}
+
 namespace {
 AttentionConfig attention_config(const TransformerConfig& c) {
   AttentionConfig a;

@@ -39,8 +39,14 @@ struct TransformerConfig {
   int64_t pad_id = 0, bos_id = 1, eos_id = 2, unk_id = 3;
   uint64_t seed = 1;               // initialisation, and the dropout stream
   DType dtype = DType::f32;
+  // Which subword vocabulary the embedding rows stand for (a program's fingerprint of it, e.g.
+  // "fnv1a64:..." of the SentencePiece model); "" when unknown. Loading a checkpoint into a
+  // model whose vocabulary_id differs is refused: the same size does not make the same pieces.
+  std::string vocabulary_id;
 
   void validate() const;  // throws an Error naming the first bad field
+  // The number of parameters a model of this config has (Seq2SeqTransformer::parameter_count).
+  int64_t parameter_count() const;
 };
 
 class EncoderLayer : public Module {

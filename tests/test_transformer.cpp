@@ -184,3 +184,25 @@ TEST_CASE("bad transformer configs name the field", "[transformer][errors]") {
   c.eos_id = 10;
   CHECK_THROWS_WITH(Seq2SeqTransformer(c), Contains("eos_id 10 is outside the vocabulary [0, 10)"));
 }
+
+TEST_CASE("TransformerConfig::parameter_count equals the built model's count in every variant", "[transformer]") {
+  for (const NormType norm : {NormType::layer_norm, NormType::scale_norm}) {
+    for (const AttentionMode mode : {AttentionMode::qknorm, AttentionMode::scaled_dot}) {
+      for (const bool per_head : {false, true}) {
+        TransformerConfig c;
+        c.vocab = 37;
+        c.d_model = 12;
+        c.heads = 3;
+        c.ffn = 20;
+        c.encoder_layers = 2;
+        c.decoder_layers = 3;
+        c.norm = norm;
+        c.attention = mode;
+        c.per_head_g = per_head;
+        c.qknorm_length = 10;
+        INFO("norm " << static_cast<int>(norm) << ", mode " << static_cast<int>(mode) << ", per-head g " << per_head);
+        CHECK(c.parameter_count() == Seq2SeqTransformer(c).parameter_count());
+      }
+    }
+  }
+}
