@@ -102,6 +102,14 @@ bool Args::parse(int argc, char** argv, int first) {
     } else {
       if (!has_value) {
         if (i + 1 >= argc) throw UsageError(cat(program_, ": ", arg, " needs a value"));
+        // "--run --resume": the value is missing, and the next option must not become it (a
+        // run directory named "--resume"). A value that starts with "--" is given as --run=--x.
+        const std::string next = argv[i + 1];
+        if (next.rfind("--", 0) == 0) {
+          throw UsageError(cat(program_, ": ", arg, " needs a value, but the next argument is the option '", next,
+                               "'; give the value (", arg, " VALUE), or write ", arg, "=", next,
+                               " if the value really starts with --"));
+        }
         value = argv[++i];
       }
       found->set(value);

@@ -21,24 +21,65 @@ std::vector<std::string> read_text_lines(const std::string& path) {
   return split_text_lines(text, path);
 }
 
-std::vector<std::string> split_text_lines(std::string_view text, const std::string& path) {
-  std::vector<std::string> lines;
-  std::size_t start = 0;
-  int64_t line_no = 1;
-  while (start < text.size()) {
-    std::size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    std::string line(text.substr(start, end - start));
+namespace {
+
+// Walks the lines of a text one at a time, checking each (NUL bytes, UTF-8), so that a caller
+// can keep only the lines it wants: memory stays bounded by what is kept, not by the line count.
+class LineCursor {
+ public:
+  LineCursor(std::string_view text, const std::string& name) : text_(text), name_(name) {}
+  // The next line (its \n or \r\n stripped) into `line`; false at the end of the text.
+  bool next(std::string& line) {
+    if (start_ >= text_.size()) return false;
+    std::size_t end = text_.find('\n', start_);
+    if (end == std::string_view::npos) end = text_.size();
+    line.assign(text_.substr(start_, end - start_));
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    QKGRAD_CHECK(line.find('\0') == std::string::npos, path, ":", line_no,
+    ++line_no_;
+    QKGRAD_CHECK(line.find('\0') == std::string::npos, name_, ":", line_no_,
                  ": contains a NUL byte; this is not a text file (or it is UTF-16: convert it to UTF-8)");
     std::size_t bad = 0;
-    QKGRAD_CHECK(valid_utf8(line, &bad), path, ":", line_no, ": invalid UTF-8 at byte ", bad + 1,
+    QKGRAD_CHECK(valid_utf8(line, &bad), name_, ":", line_no_, ": invalid UTF-8 at byte ", bad + 1,
                  " of the line; convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)");
-    lines.push_back(std::move(line));
-    start = end + 1;
-    ++line_no;
+    start_ = end + 1;
+    return true;
   }
+  int64_t lines_read() const { return line_no_; }
+
+ private:
+  std::string_view text_;
+  const std::string& name_;
+  std::size_t start_ = 0;
+  int64_t line_no_ = 0;
+};
+
+// Adds one aligned pair to `corpus`, normalised, or counts why it was dropped.
+void add_pair(ParallelCorpus& corpus, const std::string& src, const std::string& tgt, std::size_t max_line_bytes) {
+  std::string s = normalize_spaces(src), t = normalize_spaces(tgt);
+  if (s.empty() || t.empty()) {
+    ++corpus.dropped_empty;
+  } else if (s.size() > max_line_bytes || t.size() > max_line_bytes) {
+    ++corpus.dropped_long;
+  } else {
+    corpus.src.push_back(std::move(s));
+    corpus.tgt.push_back(std::move(t));
+  }
+}
+
+void check_parallel(const ParallelCorpus& corpus, int64_t src_lines, int64_t tgt_lines, const std::string& src_path,
+                    const std::string& tgt_path) {
+  QKGRAD_CHECK(src_lines == tgt_lines, "misaligned corpus: ", src_path, " has ", src_lines, " lines but ", tgt_path,
+               " has ", tgt_lines, "; line i of one must translate line i of the other");
+  QKGRAD_CHECK(!corpus.src.empty(), "empty corpus: ", src_path, " and ", tgt_path, " have no usable line pairs (",
+               corpus.summary(), ")");
+}
+
+}  // namespace
+
+std::vector<std::string> split_text_lines(std::string_view text, const std::string& path) {
+  std::vector<std::string> lines;
+  LineCursor cursor(text, path);
+  for (std::string line; cursor.next(line);) lines.push_back(line);
   return lines;
 }
 
@@ -63,30 +104,37 @@ std::string ParallelCorpus::summary() const {
              " over the length limit)");
 }
 
+// Both files are read whole (their bytes are bounded by read_file), but only the kept pairs are
+// stored: a file of millions of empty lines costs its bytes, not a string per line.
 ParallelCorpus read_parallel(const std::string& src_path, const std::string& tgt_path, std::size_t max_line_bytes) {
-  return make_parallel(read_text_lines(src_path), read_text_lines(tgt_path), src_path, tgt_path,
-                       max_line_bytes);
+  const std::string src_text = read_file(src_path, std::size_t{1} << 32);
+  const std::string tgt_text = read_file(tgt_path, std::size_t{1} << 32);
+  LineCursor src(src_text, src_path), tgt(tgt_text, tgt_path);
+  ParallelCorpus corpus;
+  std::string s, t;
+  for (;;) {
+    const bool has_s = src.next(s), has_t = tgt.next(t);
+    if (!has_s || !has_t) {  // count the rest of the longer file, for the error message
+      while (has_s && src.next(s)) {
+      }
+      while (has_t && tgt.next(t)) {
+      }
+      break;
+    }
+    add_pair(corpus, s, t, max_line_bytes);
+  }
+  check_parallel(corpus, src.lines_read(), tgt.lines_read(), src_path, tgt_path);
+  return corpus;
 }
 
 ParallelCorpus make_parallel(const std::vector<std::string>& src, const std::vector<std::string>& tgt,
                              const std::string& src_path, const std::string& tgt_path,
                              std::size_t max_line_bytes) {
-  QKGRAD_CHECK(src.size() == tgt.size(), "misaligned corpus: ", src_path, " has ", src.size(), " lines but ",
-               tgt_path, " has ", tgt.size(), "; line i of one must translate line i of the other");
   ParallelCorpus corpus;
-  for (std::size_t i = 0; i < src.size(); ++i) {
-    std::string s = normalize_spaces(src[i]), t = normalize_spaces(tgt[i]);
-    if (s.empty() || t.empty()) {
-      ++corpus.dropped_empty;
-    } else if (s.size() > max_line_bytes || t.size() > max_line_bytes) {
-      ++corpus.dropped_long;
-    } else {
-      corpus.src.push_back(std::move(s));
-      corpus.tgt.push_back(std::move(t));
-    }
+  if (src.size() == tgt.size()) {
+    for (std::size_t i = 0; i < src.size(); ++i) add_pair(corpus, src[i], tgt[i], max_line_bytes);
   }
-  QKGRAD_CHECK(!corpus.src.empty(), "empty corpus: ", src_path, " and ", tgt_path, " have no usable line pairs (",
-               corpus.summary(), ")");
+  check_parallel(corpus, static_cast<int64_t>(src.size()), static_cast<int64_t>(tgt.size()), src_path, tgt_path);
   return corpus;
 }
 

@@ -9,7 +9,7 @@
 //   attention-stats  attention entropy / max probability / saturation per module on a split
 // Every subcommand has --help. The ones that run the model take --device cpu|cuda (default cpu).
 // Exit status: 0 success, 1 error, 2 usage error (also --device cuda where CUDA cannot run),
-// 130 Ctrl-C.
+// 128 + the signal when train stops on SIGINT (130), SIGHUP (129) or SIGTERM (143).
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -33,6 +33,7 @@
 #include "translate/corpus.h"
 #include "translate/grad_dump.h"
 #include "translate/run_dir.h"
+#include "translate/stop_signals.h"
 #include "translate/svg.h"
 #include "translate/trainer.h"
 
@@ -65,7 +66,15 @@ SplitFiles split_files_of_run(const std::string& run, std::string data, const st
   QKGRAD_CHECK(std::filesystem::is_directory(run), "run directory ", run, " does not exist (train a model first: ",
                "qkgrad-translate train --run ", run, " ...)");
   const Json options = Json::parse(read_file(rd.options(), 1 << 20), rd.options());
-  if (data.empty()) data = options.at("data").as_string();
+  if (data.empty()) {
+    data = options.at("data").as_string();
+    if (!data.empty() && data.front() != '/') {  // runs of older versions stored the path as given
+      std::fprintf(stderr,
+                   "note: %s gives the data directory as the relative path '%s' (a run of an older qkgrad), read "
+                   "from the current directory; pass --data to choose it\n",
+                   rd.options().c_str(), data.c_str());
+    }
+  }
   return {data + "/" + split + "." + options.at("src").as_string(), data + "/" + split + "." + options.at("tgt").as_string()};
 }
 
@@ -117,7 +126,8 @@ int cmd_train(int argc, char** argv) {
   Args args("qkgrad-translate train",
             "Trains a joint SentencePiece model (unless RUNDIR has one) and an encoder-decoder Transformer on\n"
             "DATA/train.{SRC,TGT}, evaluating dev BLEU on DATA/dev.{SRC,TGT}; keeps RUNDIR/checkpoints/{best,last}.\n"
-            "Ctrl-C saves a resumable checkpoint; --resume continues exactly.");
+            "Ctrl-C, SIGTERM or SIGHUP saves a resumable checkpoint; --resume continues exactly (a finished run\n"
+            "says so and exits 0). One process per run directory: a second one is refused.");
   args.option("data", "directory with train/dev/test.{SRC,TGT}", &o.data_dir, true);
   args.option("src", "source language suffix", &o.src);
   args.option("tgt", "target language suffix", &o.tgt);
@@ -178,6 +188,7 @@ int cmd_translate(int argc, char** argv) {
   if (!args.parse(argc, argv, 2)) return 0;
   const Device on = parse_device("qkgrad-translate translate", device);
   if (greedy) beam.beam = 1;
+  if (!output.empty()) check_can_write(output, "translate: --output " + output);  // before the work, not after
   LoadedModel m = load_trained_model(run, on);
   const std::vector<std::string> out =
       translate_lines(m, read_input_lines(input), beam,
@@ -232,6 +243,8 @@ int cmd_eval(int argc, char** argv) {
   const Device on = parse_device("qkgrad-translate eval", device);
   const SplitFiles files = split_files_of_run(run, data, split);
   const std::string& src_path = files.src;
+  const std::string hyp_path = run + "/" + split + ".hyp";
+  check_can_write(hyp_path, "eval: the translations " + hyp_path);  // before the work, not after
   const ParallelCorpus corpus = read_parallel(files.src, files.tgt, 1 << 20);
   LoadedModel m = load_trained_model(run, on);
   const std::vector<std::string> hyps = translate_lines(
@@ -239,7 +252,7 @@ int cmd_eval(int argc, char** argv) {
       max_length);
   std::string text;
   for (const auto& h : hyps) text += h + "\n";
-  write_file_atomically(run + "/" + split + ".hyp", [&](std::FILE* f) { std::fputs(text.c_str(), f); });
+  write_file_atomically(hyp_path, [&](std::FILE* f) { std::fputs(text.c_str(), f); });
   const BleuScore b = corpus_bleu(hyps, corpus.tgt, tokenize == "none" ? BleuTokenize::none : BleuTokenize::t13a);
   std::printf("%s %s (%zu sentences, %s, beam %ld)\n%s\nchrF = %.2f\n", split.c_str(), m.checkpoint.c_str(), hyps.size(),
               corpus.summary().c_str(), static_cast<long>(beam.beam), b.format().c_str(), corpus_chrf(hyps, corpus.tgt));
@@ -266,6 +279,7 @@ int cmd_grads(int argc, char** argv) {
   args.choice("device", kDeviceHelp, &device, kDeviceChoices);
   if (!args.parse(argc, argv, 2)) return 0;
   const Device on = parse_device("qkgrad-translate grads", device);
+  check_can_write(out, "grads: --out " + out);
   LoadedModel m = load_trained_model(run, on);
   const ParallelCorpus corpus = read_parallel(src, tgt, 1 << 20);
   std::vector<Pair> pairs;
@@ -283,20 +297,27 @@ int cmd_grads(int argc, char** argv) {
 
 int cmd_attention(int argc, char** argv) {
   std::string run, text, out, device = "cpu";
+  int64_t max_length = 128;
   Args args("qkgrad-translate attention",
             "Translates --text (greedy), then draws the attention probabilities of every layer and head:\n"
             "encoder self-attention, decoder self-attention and cross-attention, one SVG grid each.");
   args.option("run", "run directory", &run, true);
   args.option("text", "the source sentence", &text, true);
   args.option("out", "output prefix (default RUNDIR/attention): writes PREFIX-encoder.svg, -decoder.svg, -cross.svg", &out);
+  args.option("max-length", "the longest --text drawn, in subwords (a heatmap has length^2 cells per head)", &max_length, 1,
+              1024);
   args.choice("device", kDeviceHelp, &device, kDeviceChoices);
   if (!args.parse(argc, argv, 2)) return 0;
   const Device on = parse_device("qkgrad-translate attention", device);
   if (out.empty()) out = run + "/attention";
+  for (const char* part : {"-encoder.svg", "-decoder.svg", "-cross.svg"}) check_can_write(out + part, "attention: --out " + out);
   LoadedModel m = load_trained_model(run, on);
   Seq2SeqTransformer& model = *m.model;
   const std::vector<int64_t> src = m.subwords->encode(normalize_spaces(text));
   QKGRAD_CHECK(!src.empty(), "attention: --text is empty");
+  QKGRAD_CHECK(static_cast<int64_t>(src.size()) <= max_length, "attention: --text is ", src.size(),
+               " subwords long, more than --max-length ", max_length,
+               "; the heatmaps draw one sentence: give a shorter one (or raise --max-length, up to 1024)");
   const std::vector<int64_t> hyp = translate_all(model, {src}, BeamOptions{1, 0.6, 50})[0];
   // One teacher-forced pass over (source, its translation) records every attention map.
   for (auto& layer : model.encoder_layers) layer->self_attn.record_probs = true;
@@ -368,6 +389,7 @@ int cmd_attention_stats(int argc, char** argv) {
   args.choice("device", kDeviceHelp, &device, kDeviceChoices);
   if (!args.parse(argc, argv, 2)) return 0;
   const Device on = parse_device("qkgrad-translate attention-stats", device);
+  if (!out.empty()) check_can_write(out, "attention-stats: --out " + out);
   const SplitFiles files = split_files_of_run(run, data, split);
   const ParallelCorpus corpus = read_parallel(files.src, files.tgt, 1 << 20);
   LoadedModel m = load_trained_model(run, on);
@@ -424,6 +446,9 @@ int main(int argc, char** argv) {
   } catch (const UsageError& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 2;
+  } catch (const Interrupted& e) {
+    std::fprintf(stderr, "qkgrad-translate %s: %s\n", command.c_str(), e.what());
+    return e.exit_status();
   } catch (const Error& e) {
     std::fprintf(stderr, "qkgrad-translate %s: error: %s\n", command.c_str(), e.what());
     return 1;

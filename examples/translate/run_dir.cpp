@@ -1,11 +1,58 @@
 #include "translate/run_dir.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <cstdlib>
 #include <filesystem>
 
 #include "core/error.h"
 #include "nn/checkpoint.h"
 
 namespace qkgrad::translate {
+
+RunLock::RunLock(const RunDir& run) {
+  const std::string path = run.lock();
+  for (;;) {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    QKGRAD_CHECK(fd_ >= 0, "train: cannot create the lock file ", path, ": ", std::strerror(errno),
+                 "; choose a --run where you may write");
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      char buf[32] = {};
+      const ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
+      ::close(fd_);
+      fd_ = -1;
+      QKGRAD_CHECK(err == EWOULDBLOCK, "train: cannot lock ", path, ": ", std::strerror(err));
+      const long pid = n > 0 ? std::strtol(buf, nullptr, 10) : 0;
+      fail(cat("train: ", run.root, " is in use by another training process",
+               pid > 0 ? cat(" (pid ", pid, ")") : std::string(),
+               "; only one process may train a run at a time. Wait for it to finish, stop it (kill ",
+               pid > 0 ? std::to_string(pid) : std::string("it"),
+               " saves a checkpoint; then --resume), or choose another --run (nothing was changed)"));
+    }
+    // The lock file may have been removed (a failed new run cleans up) between our open and our
+    // lock: then we hold a lock on a file nobody else sees. Lock the file that is there now.
+    struct stat held {}, now {};
+    if (::fstat(fd_, &held) == 0 && ::stat(path.c_str(), &now) == 0 && held.st_ino == now.st_ino &&
+        held.st_dev == now.st_dev) {
+      break;
+    }
+    ::close(fd_);
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    // The lock is held all the same; only the pid in the message of a second process is lost.
+  }
+}
+
+RunLock::~RunLock() {
+  if (fd_ >= 0) ::close(fd_);
+}
 
 LoadedModel load_trained_model(const std::string& run_dir, Device device) {
   const RunDir run{run_dir};
@@ -34,6 +81,11 @@ LoadedModel load_trained_model(const std::string& run_dir, Device device) {
   QKGRAD_CHECK(config.vocab == loaded.subwords->vocab_size(), loaded.checkpoint, " was trained with a vocabulary of ",
                config.vocab, " but ", run.subwords(), " has ", loaded.subwords->vocab_size(),
                " pieces; the run directory mixes files of two runs");
+  QKGRAD_CHECK(config.vocabulary_id.empty() || config.vocabulary_id == loaded.subwords->fingerprint(), loaded.checkpoint,
+               " was trained with another subword model than ", run.subwords(), " (vocabulary ", config.vocabulary_id,
+               ", but the file is ", loaded.subwords->fingerprint(),
+               "): the run directory mixes files of two runs; put the checkpoint back in the run it came from");
+  config.vocabulary_id = loaded.subwords->fingerprint();
   loaded.model = std::make_unique<Seq2SeqTransformer>(config, device);
   try {
     load_model_weights(loaded.checkpoint, *loaded.model);

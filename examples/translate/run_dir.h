@@ -5,6 +5,7 @@
 //   RUNDIR/checkpoints/last, best           checkpoints (nn/checkpoint.h)
 //   RUNDIR/metrics.jsonl                    one JSON object per log line and per evaluation
 //   RUNDIR/curves.svg                       training curves, written at the end
+//   RUNDIR/train.lock                       held by the training process (RunLock)
 #pragma once
 
 #include <memory>
@@ -24,6 +25,23 @@ struct RunDir {
   std::string best() const { return root + "/checkpoints/best"; }
   std::string metrics() const { return root + "/metrics.jsonl"; }
   std::string curves() const { return root + "/curves.svg"; }
+  std::string lock() const { return root + "/train.lock"; }
+};
+
+// One training process per run directory: an exclusive flock(2) on RUNDIR/train.lock, which
+// holds the owner's process id. The kernel drops the lock when the process ends, however it
+// ends (a crash or SIGKILL included), so there is never a stale lock to remove by hand. The
+// directory must exist. A second process is refused at once with an Error naming the first
+// one's pid and what to do.
+class RunLock {
+ public:
+  explicit RunLock(const RunDir& run);
+  ~RunLock();
+  RunLock(const RunLock&) = delete;
+  RunLock& operator=(const RunLock&) = delete;
+
+ private:
+  int fd_ = -1;
 };
 
 // A trained model and its vocabulary, from RUNDIR's best checkpoint (or the last one if no

@@ -3,14 +3,21 @@
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <cstring>
 #include <filesystem>
 
 #include "core/error.h"
+#include "nn/atomic_file.h"
+#include "translate/stop_signals.h"
 
 namespace qkgrad::translate {
 
@@ -20,6 +27,63 @@ std::string join(const std::vector<std::string>& parts, const char* sep) {
   std::string out;
   for (std::size_t i = 0; i < parts.size(); ++i) out += (i ? sep : "") + parts[i];
   return out;
+}
+
+// SentencePiece's advice names its own flags (--character_coverage) and limits below qkgrad's
+// minimum vocabulary of 8; say instead what a qkgrad user can do.
+std::string advice_for(const std::string& message, int vocab_size) {
+  const std::size_t at = message.find("value <= ");
+  if (at != std::string::npos) {
+    const int most = std::atoi(message.c_str() + at + 9);
+    if (most < 8) {
+      return cat("This corpus supports at most ", most, " subword pieces, fewer than qkgrad's minimum vocabulary of 8 ",
+                 "(--vocab-size): train on a larger corpus");
+    }
+    return cat("This corpus supports at most ", most, " pieces: lower --vocab-size (now ", vocab_size, ") to ", most,
+               " or less, or train on a larger corpus");
+  }
+  const std::size_t chars = message.find("smaller than required_chars. ");
+  if (chars != std::string::npos) {
+    int have = 0, need = 0;
+    if (std::sscanf(message.c_str() + chars + 29, "%d vs %d", &have, &need) == 2) {
+      return cat("The corpus has ", need, " distinct characters and special pieces, each of which needs a piece: ",
+                 "raise --vocab-size (now ", vocab_size, ") to at least ", need);
+    }
+  }
+  return cat("if the vocabulary is too large for this corpus, lower --vocab-size (now ", vocab_size, ")");
+}
+
+// SentencePiece's own message, without its source location and trailing advice about its flags.
+std::string trimmed(std::string message) {
+  if (const std::size_t at = message.find(" Please set it"); at != std::string::npos) message.resize(at);
+  if (const std::size_t at = message.find(" Increase vocab_size"); at != std::string::npos) message.resize(at);
+  while (!message.empty() && (message.back() == '.' || message.back() == '\n' || message.back() == ' ')) message.pop_back();
+  return message;
+}
+
+// Reads the child's message until it closes the pipe, checking for a stop signal every 100 ms:
+// then the child is killed and reaped, and Interrupted is thrown (after `cleanup`).
+std::string read_child_message(int fd, pid_t child, const std::function<void()>& cleanup) {
+  std::string message;
+  char buf[512];
+  for (;;) {
+    if (StopSignals::received() != 0) {
+      ::kill(child, SIGKILL);
+      ::waitpid(child, nullptr, 0);
+      ::close(fd);
+      cleanup();
+      StopSignals::throw_if_received("training the subwords", "SentencePiece was stopped and its files removed");
+    }
+    struct pollfd p {fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, 100);
+    if (ready <= 0) continue;  // a time-out, or EINTR (a signal: checked above)
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    message.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return message;
 }
 
 }  // namespace
@@ -44,9 +108,15 @@ void Subwords::train(const SubwordTraining& o) {
   int pipe_fds[2];
   QKGRAD_CHECK(::pipe(pipe_fds) == 0, "subwords: pipe failed: ", std::strerror(errno));
   std::fflush(nullptr);
+  const pid_t parent = ::getpid();
   const pid_t child = ::fork();
   QKGRAD_CHECK(child >= 0, "subwords: fork failed: ", std::strerror(errno));
   if (child == 0) {
+    // Dies with its parent (a SIGKILL of the trainer must not leave it writing files), and
+    // takes stop signals with their default effect.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(1);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) ::signal(sig, SIG_DFL);
     ::close(pipe_fds[0]);
     // SentencePiece logs to stderr, even with --minloglevel; keep the terminal quiet.
     const int null_fd = ::open("/dev/null", O_WRONLY);
@@ -61,22 +131,22 @@ void Subwords::train(const SubwordTraining& o) {
     ::_exit(0);
   }
   ::close(pipe_fds[1]);
-  std::string message;
-  char buf[512];
-  for (ssize_t n; (n = ::read(pipe_fds[0], buf, sizeof buf)) > 0;) message.append(buf, static_cast<std::size_t>(n));
-  ::close(pipe_fds[0]);
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  if (!ok) {
+  auto remove_temporaries = [&] {
     std::error_code ec;
     std::filesystem::remove(tmp_prefix + ".model", ec);
     std::filesystem::remove(tmp_prefix + ".vocab", ec);
-    while (!message.empty() && (message.back() == '.' || message.back() == '\n' || message.back() == ' ')) message.pop_back();
+  };
+  const std::string message = read_child_message(pipe_fds[0], child, remove_temporaries);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  if (!ok) {
+    remove_temporaries();
     fail(cat("subwords: SentencePiece training failed",
              message.empty() ? (WIFSIGNALED(status) ? cat(" (it aborted with signal ", WTERMSIG(status), ")") : std::string())
-                             : ": " + message,
-             ". If the vocabulary is too large for this corpus, lower --vocab-size (now ", o.vocab_size, ")"));
+                             : ": " + trimmed(message),
+             ". ", advice_for(message, o.vocab_size)));
   }
   // The vocabulary first: the model's presence is what says "trained" to the caller.
   for (const char* ext : {".vocab", ".model"}) {
@@ -93,6 +163,12 @@ void Subwords::train(const SubwordTraining& o) {
 Subwords::Subwords(const std::string& model_path)
     : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()), path_(model_path) {
   QKGRAD_CHECK(std::filesystem::is_regular_file(model_path), "subwords: model ", model_path, " does not exist");
+  const std::string bytes = read_file(model_path, std::size_t{1} << 30);
+  uint64_t hash = 14695981039346656037ull;  // FNV-1a, 64 bits
+  for (const char ch : bytes) hash = (hash ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+  fingerprint_ = std::string("fnv1a64:") + hex;
   const auto status = sp_->Load(model_path);
   QKGRAD_CHECK(status.ok(), "subwords: cannot load ", model_path, ": ", status.error_message());
   QKGRAD_CHECK(sp_->pad_id() == pad_id && sp_->bos_id() == bos_id && sp_->eos_id() == eos_id && sp_->unk_id() == unk_id,

@@ -25,6 +25,8 @@ class Subwords {
  public:
   // Trains a model. SentencePiece runs in a child process (it can abort on bad input and prints
   // a lot); its failure is an Error with its message and what to do (e.g. a smaller vocabulary).
+  // The child dies with this process; a stop signal (translate/stop_signals.h) ends it, removes
+  // its temporaries and throws Interrupted.
   static void train(const SubwordTraining& options);
 
   explicit Subwords(const std::string& model_path);
@@ -37,12 +39,17 @@ class Subwords {
   std::vector<std::string> pieces(const std::string& text) const;
   std::string piece(int64_t id) const;
   int64_t vocab_size() const;
+  // Identifies this vocabulary: "fnv1a64:" and the 64-bit FNV-1a hash of the model file, in hex.
+  // Checkpoints record it (TransformerConfig::vocabulary_id), so that a model is never run with
+  // another vocabulary of the same size.
+  const std::string& fingerprint() const { return fingerprint_; }
 
   static constexpr int64_t pad_id = 0, bos_id = 1, eos_id = 2, unk_id = 3;
 
  private:
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
   std::string path_;
+  std::string fingerprint_;
 };
 
 }  // namespace qkgrad::translate

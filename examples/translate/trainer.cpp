@@ -4,12 +4,12 @@
 
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstring>
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -29,6 +29,7 @@
 #include "translate/args.h"
 #include "translate/corpus.h"
 #include "translate/run_dir.h"
+#include "translate/stop_signals.h"
 #include "translate/subwords.h"
 #include "translate/svg.h"
 
@@ -97,12 +98,6 @@ Preset preset_by_name(const std::string& name) {
 
 namespace {
 
-volatile std::sig_atomic_t g_interrupted = 0;
-void on_interrupt(int) {
-  g_interrupted = 1;
-  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the program at once
-}
-
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -120,6 +115,12 @@ std::string clock_text(double seconds) {
   return buf;
 }
 
+std::string absolute_data_dir(const std::string& dir) {
+  std::string path = fs::absolute(dir).lexically_normal().string();
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
+}
+
 // Everything resolved from the options and the preset, saved as RUNDIR/options.json.
 struct Resolved {
   TrainOptions o;
@@ -127,7 +128,8 @@ struct Resolved {
   Device device = Device::cpu;
   Json to_json() const {
     Json j = Json::object();
-    j.set("data", o.data_dir);
+    // Absolute, so that eval or attention-stats run from another directory read this run's data.
+    j.set("data", absolute_data_dir(o.data_dir));
     j.set("src", o.src);
     j.set("tgt", o.tgt);
     j.set("attention", o.attention);
@@ -343,6 +345,7 @@ struct LoopState {
   // resumed run logs the same train_loss as an uninterrupted one.
   double window_loss = 0;
   int64_t window_steps = 0;
+  double train_seconds = 0;  // training time over all processes of the run (the --max-minutes budget)
 };
 
 std::unique_ptr<LrSchedule> make_schedule(const Preset& p) {
@@ -365,29 +368,47 @@ TrainerState to_trainer_state(const LoopState& s, const Optimizer& opt, const Lr
   t.set_int("skipped_batches", s.skipped_batches);
   t.set_double("window_loss", s.window_loss);
   t.set_int("window_steps", s.window_steps);
+  t.set_double("train_seconds", s.train_seconds);
   t.set_int("dropout_rng_offset", static_cast<int64_t>(model.dropout_generator().offset()));
   for (const auto& [key, value] : schedule.state()) t.set_double("schedule." + key, value);
   return t;
 }
 
-LoopState from_trainer_state(const TrainerState& t, Optimizer& opt, LrSchedule& schedule, Seq2SeqTransformer& model) {
+// A counter of the trainer state, checked: a damaged or edited checkpoint (step -100, a NaN
+// best BLEU) is refused, naming the key, instead of being trained on.
+int64_t get_count(const TrainerState& t, const std::string& key, int64_t most = std::numeric_limits<int64_t>::max()) {
+  const int64_t v = t.get_int(key);
+  QKGRAD_CHECK(v >= 0 && v <= most, "trainer state: '", key, "' is ", v, "; it must be between 0 and ", most);
+  return v;
+}
+double get_finite(const TrainerState& t, const std::string& key, double least, double most) {
+  const double v = t.get_double(key);
+  QKGRAD_CHECK(std::isfinite(v) && v >= least && v <= most, "trainer state: '", key, "' is ", v,
+               "; it must be a finite number between ", least, " and ", most);
+  return v;
+}
+
+LoopState from_trainer_state(const TrainerState& t, Optimizer& opt, LrSchedule& schedule, Seq2SeqTransformer& model,
+                             int64_t batches_per_epoch) {
+  constexpr double kHuge = 1e300;
   LoopState s;
-  s.step = t.get_int("step");
-  s.epoch = t.get_int("epoch");
-  s.position = t.get_int("position");
-  s.best_bleu = t.get_double("best_bleu");
-  s.evals_since_best = t.get_int("evals_since_best");
-  s.tokens_seen = t.get_double("tokens_seen");
-  s.skipped_batches = t.get_int("skipped_batches");
+  s.step = get_count(t, "step");
+  s.epoch = get_count(t, "epoch");
+  s.position = get_count(t, "position", batches_per_epoch);
+  s.best_bleu = get_finite(t, "best_bleu", -1, 100);  // -1: no evaluation yet
+  s.evals_since_best = get_count(t, "evals_since_best", s.step);
+  s.tokens_seen = get_finite(t, "tokens_seen", 0, kHuge);
+  s.skipped_batches = get_count(t, "skipped_batches");
   if (t.values.count("window_steps")) {  // absent in checkpoints of older versions
-    s.window_loss = t.get_double("window_loss");
-    s.window_steps = t.get_int("window_steps");
+    s.window_loss = get_finite(t, "window_loss", -kHuge, kHuge);
+    s.window_steps = get_count(t, "window_steps", s.step);
   }
-  opt.load_state(t.optimizer_state, t.get_int("optimizer_steps"));
-  model.dropout_generator().set_offset(static_cast<uint64_t>(t.get_int("dropout_rng_offset")));
+  if (t.values.count("train_seconds")) s.train_seconds = get_finite(t, "train_seconds", 0, kHuge);
+  opt.load_state(t.optimizer_state, get_count(t, "optimizer_steps", s.step));
+  model.dropout_generator().set_offset(static_cast<uint64_t>(get_count(t, "dropout_rng_offset")));
   std::map<std::string, double> sched;
   for (const auto& [key, value] : t.values) {
-    if (key.rfind("schedule.", 0) == 0) sched[key.substr(9)] = t.get_double(key);
+    if (key.rfind("schedule.", 0) == 0) sched[key.substr(9)] = get_finite(t, key, -kHuge, kHuge);
   }
   schedule.load_state(sched);
   return s;
@@ -416,23 +437,35 @@ class Progress {
   bool terminal_;
 };
 
-// A new run that fails before its first checkpoint removes what it created: the run directory
-// (and its parents) if they did not exist, otherwise the run files that were not there before.
+// The outermost directory of `path` that does not exist yet ("" if `path` exists): what a new
+// run creates, and so what it removes again if it fails before its first checkpoint.
+fs::path first_missing_directory(const std::string& path) {
+  fs::path p = fs::absolute(path).lexically_normal();
+  fs::path top;
+  std::error_code ec;
+  while (!p.empty() && !fs::exists(p, ec) && p.has_parent_path() && p.parent_path() != p) {
+    top = p;
+    p = p.parent_path();
+  }
+  return top;
+}
+
+// A new run that fails (or is interrupted) before its first checkpoint removes what it created:
+// the run directory (and its parents) if they did not exist, otherwise the run files that were
+// not there before.
+// Made before anything is created (it notes what exists), armed once the run is this process's.
 class NewRunCleanup {
  public:
-  explicit NewRunCleanup(const RunDir& run) : run_(run), exceptions_(std::uncaught_exceptions()) {
-    fs::path p = fs::absolute(run.root).lexically_normal();
+  explicit NewRunCleanup(const RunDir& run)
+      : run_(run), exceptions_(std::uncaught_exceptions()), created_top_(first_missing_directory(run.root)) {
     std::error_code ec;
-    while (!p.empty() && !fs::exists(p, ec) && p.has_parent_path() && p.parent_path() != p) {
-      created_top_ = p;
-      p = p.parent_path();
-    }
     for (const std::string& f : files()) {
       if (fs::exists(f, ec)) existed_.push_back(f);
     }
   }
+  void arm() { armed_ = true; }
   ~NewRunCleanup() {
-    if (std::uncaught_exceptions() <= exceptions_ || checkpoint_exists(run_.last())) return;
+    if (!armed_ || std::uncaught_exceptions() <= exceptions_ || checkpoint_exists(run_.last())) return;
     std::error_code ec;
     if (!created_top_.empty()) {
       fs::remove_all(created_top_, ec);
@@ -449,10 +482,11 @@ class NewRunCleanup {
  private:
   std::vector<std::string> files() const {
     return {run_.options(), run_.subwords(), run_.root + "/subwords.vocab", run_.root + "/subword_training.txt",
-            run_.metrics(), run_.curves(), run_.best()};
+            run_.metrics(), run_.curves(), run_.best(), run_.lock()};
   }
   RunDir run_;
   int exceptions_;
+  bool armed_ = false;
   fs::path created_top_;  // the first directory of the run's path that did not exist
   std::vector<std::string> existed_;
 };
@@ -487,36 +521,91 @@ void remove_attempt_leftovers(const RunDir& run, const Json& now, Progress& prog
 
 }  // namespace
 
+
+namespace {
+
+// On --resume: what defines the model, the data and their order must match options.json; the
+// recipe (learning rate, warmup, schedule, dropout, label smoothing, budgets) may change, e.g. to
+// get past a NaN with a lower learning rate (the continuation is then no longer bit-identical to
+// an uninterrupted run with the old recipe, of course). So may the device: checkpoints do not
+// depend on it (a run started on a GPU can continue on the CPU and vice versa).
+void check_resumed_options(const RunDir& run, const Json& now) {
+  const Json saved = Json::parse(read_file(run.options(), 1 << 20), run.options());
+  const std::vector<std::string> may_change = {"lr", "warmup", "schedule", "dropout", "label_smoothing", "device"};
+  for (const auto& [key, value] : now.items()) {
+    if (std::find(may_change.begin(), may_change.end(), key) != may_change.end()) continue;
+    bool same = saved.contains(key) && saved.at(key).dump() == value.dump();
+    if (!same && key == "data" && saved.contains(key) && saved.at(key).is_string()) {
+      // Older runs stored the path as given (relative): the same directory under another name.
+      std::error_code ec;
+      same = fs::equivalent(saved.at(key).as_string(), value.as_string(), ec) && !ec;
+    }
+    QKGRAD_CHECK(same, "train --resume: ", run.options(), " says ", key, " = ",
+                 saved.contains(key) ? saved.at(key).dump() : "(missing)", " but now it is ", value.dump(),
+                 "; resume with the same options, or train into a new --run");
+  }
+}
+
+// Why a resumed run has nothing left to do under the current budgets, or "" if it has.
+std::string finished_because(const LoopState& s, const Preset& p, int64_t patience) {
+  if (s.step >= p.max_steps) return cat("it reached the step budget (--max-steps ", p.max_steps, ")");
+  if (s.evals_since_best >= patience) {
+    return cat("of patience (", s.evals_since_best, " evaluations without a better dev BLEU; --patience ", patience, ")");
+  }
+  if (p.max_minutes > 0 && s.train_seconds >= p.max_minutes * 60) {
+    return cat("it used its time budget (", fmt("%.1f", s.train_seconds / 60), " of --max-minutes ", p.max_minutes, ")");
+  }
+  return "";
+}
+
+// The name of the first parameter (or its gradient) holding a NaN or ±inf, or "".
+std::string first_non_finite(Seq2SeqTransformer& model, bool gradients) {
+  std::vector<Tensor> all;
+  for (const auto& [name, p] : model.named_parameters()) {
+    const Tensor t = gradients ? p.grad() : Tensor(p);
+    if (t.defined()) all.push_back(t);
+  }
+  if (std::isfinite(backend(model.device()).sum_of_squares(all))) return "";  // one pass for all
+  for (const auto& [name, p] : model.named_parameters()) {
+    const Tensor t = gradients ? p.grad() : Tensor(p);
+    if (t.defined() && !std::isfinite(backend(t.device()).sum_of_squares({t}))) return name;
+  }
+  return "(several)";  // finite one by one, but their squares overflow together
+}
+
+}  // namespace
+
 int train(const TrainOptions& options) {
   const Resolved r = resolve(options);
   const RunDir run{options.run_dir};
   QKGRAD_CHECK(!options.run_dir.empty(), "train: --run is required");
   if (options.threads > 0) set_num_threads(static_cast<int>(options.threads));
   Progress progress;
+  StopSignals stop_signals;  // from here on SIGINT, SIGTERM and SIGHUP stop the run cleanly
 
-  // ---- the run directory: new, or resumed with the same options ----
-  const bool has_checkpoint = checkpoint_exists(run.last());
+  // ---- the run directory: locked (one process per run), then new or resumed ----
+  std::optional<RunLock> lock;
+  std::optional<NewRunCleanup> cleanup;
   if (options.resume) {
-    QKGRAD_CHECK(has_checkpoint, "train --resume: ", run.last(), " does not exist; nothing to resume (drop --resume to start)");
-    const Json saved = Json::parse(read_file(run.options(), 1 << 20), run.options());
-    const Json now = r.to_json();
-    // What defines the model, the data and their order must match; the recipe (learning rate,
-    // warmup, schedule, dropout, label smoothing, budgets) may change on resume, e.g. to get
-    // past a NaN with a lower learning rate (the continuation is then no longer bit-identical to
-    // an uninterrupted run with the old recipe, of course). So may the device: checkpoints do not
-    // depend on it (a run started on a GPU can continue on the CPU and vice versa).
-    const std::vector<std::string> may_change = {"lr", "warmup", "schedule", "dropout", "label_smoothing",
-                                                 "device"};
-    for (const auto& [key, value] : now.items()) {
-      if (std::find(may_change.begin(), may_change.end(), key) != may_change.end()) continue;
-      QKGRAD_CHECK(saved.contains(key) && saved.at(key).dump() == value.dump(), "train --resume: ", run.options(),
-                   " says ", key, " = ", saved.contains(key) ? saved.at(key).dump() : "(missing)", " but now it is ",
-                   value.dump(), "; resume with the same options, or train into a new --run");
-    }
+    QKGRAD_CHECK(checkpoint_exists(run.last()), "train --resume: ", run.last(),
+                 " does not exist; nothing to resume (drop --resume to start)");
+    lock.emplace(run);
+    check_resumed_options(run, r.to_json());
   } else {
-    QKGRAD_CHECK(!has_checkpoint, "train: ", options.run_dir,
-                 " already holds a trained run; use --resume to continue it, or choose another --run (nothing was overwritten)");
+    cleanup.emplace(run);  // notes what exists before anything is created
+    std::error_code ec;
+    fs::create_directories(run.root, ec);
+    QKGRAD_CHECK(fs::is_directory(run.root), "train: cannot create the run directory ", run.root, ": ",
+                 ec ? ec.message() : "not a directory", "; choose a --run where you may create directories");
+    lock.emplace(run);  // refuses at once while another process trains this run (which it must not clean up)
+    if (checkpoint_exists(run.last())) {
+      fail(cat("train: ", options.run_dir,
+               " already holds a trained run; use --resume to continue it, or choose another --run (nothing was overwritten)"));
+    }
+    cleanup->arm();  // from here on, a failure before the first checkpoint leaves nothing behind
   }
+  const std::string lost = options.resume ? cat("nothing was changed; ", run.last(), " is as it was: resume again")
+                                          : std::string("nothing was saved; run the same command to start again");
 
   // ---- data (read and checked before anything is written) ----
   const std::string train_src = split_file(options.data_dir, "train", options.src);
@@ -525,12 +614,9 @@ int train(const TrainOptions& options) {
   const ParallelCorpus dev_text = read_parallel(split_file(options.data_dir, "dev", options.src),
                                                 split_file(options.data_dir, "dev", options.tgt));
   progress.message(cat("data: train ", train_text.summary(), "; dev ", dev_text.summary()));
+  StopSignals::throw_if_received("reading the corpus", lost);
 
-  // A new run that fails before its first checkpoint (bad sizes, a vocabulary the corpus cannot
-  // fill, a full disk, ...) removes what it created: no half-made run directory is left.
-  std::optional<NewRunCleanup> cleanup;
   if (!options.resume) {
-    cleanup.emplace(run);
     remove_attempt_leftovers(run, r.to_json(), progress);
     std::error_code ec;
     fs::create_directories(run.checkpoints(), ec);
@@ -574,10 +660,12 @@ int train(const TrainOptions& options) {
   progress.message(cat("subwords: ", subwords.vocab_size(), " pieces; ", data.train.size(), " training pairs (",
                        data.dropped_long, " longer than ", options.max_length, " dropped); L = 97.5th percentile of lengths = ",
                        L, " -> QKNorm g0 = log2(L^2 - L) = ", fmt("%.2f", qknorm_initial_g(std::max(L, 2.0)))));
+  StopSignals::throw_if_received("encoding the corpus", lost);
 
   // ---- the model and its training ----
   TransformerConfig config;
   config.vocab = subwords.vocab_size();
+  config.vocabulary_id = subwords.fingerprint();
   config.d_model = r.p.d_model;
   config.heads = r.p.heads;
   config.ffn = r.p.ffn;
@@ -596,48 +684,60 @@ int train(const TrainOptions& options) {
   Adam opt(model.named_parameters(), adam);
   const std::unique_ptr<LrSchedule> schedule_ptr = make_schedule(r.p);
   LrSchedule& schedule = *schedule_ptr;
+  const BatchPlan plan(data.train, r.p.batch_tokens);
   LoopState s;
   History history;
   if (options.resume) {
     try {
       load_model_weights(run.last(), model);
-      s = from_trainer_state(load_trainer_state(run.last()), opt, schedule, model);
+      s = from_trainer_state(load_trainer_state(run.last()), opt, schedule, model, plan.batches_per_epoch());
     } catch (const Error& e) {
       fail(cat("train --resume: cannot continue from ", run.last(), ": ", e.what(),
                ". It does not fit this run's options.json and data, or it is damaged: resume with the options the run "
                "was started with, or start a new --run"));
+    }
+    // A finished run stays finished: a requeued job that resumes it reproduces the run that
+    // was not interrupted, instead of training on (raise the budget that stopped it to do that).
+    if (const std::string why = finished_because(s, r.p, options.patience); !why.empty()) {
+      progress.message(cat(options.run_dir, " is finished: it stopped at step ", s.step, " because ", why,
+                           "; best dev BLEU ", fmt("%.2f", s.best_bleu), ". Nothing to do (to train on, raise that budget)"));
+      return 0;
     }
     int64_t dropped_partial = 0;
     history = reload_metrics(run.metrics(), s.step, &dropped_partial);
     progress.message(cat("resumed from ", run.last(), " at step ", s.step, " (epoch ", s.epoch, ", batch ", s.position, ")",
                          dropped_partial ? cat("; dropped a half-written last line of ", run.metrics()) : ""));
   }
-  const BatchPlan plan(data.train, r.p.batch_tokens);
   progress.message(cat("model: ", model.parameter_count(), " parameters, ", config.encoder_layers, "+", config.decoder_layers,
                        " layers, d ", config.d_model, ", ", config.heads, " heads, ffn ", config.ffn, ", ", options.attention,
                        " attention, on ", device_name(model.device()), "; ", plan.batches_per_epoch(),
                        " batches of <= ", r.p.batch_tokens, " tokens per epoch; lr: ",
                        schedule.describe()));
+  StopSignals::throw_if_received("building the model", lost);
 
-  g_interrupted = 0;
-  std::signal(SIGINT, on_interrupt);
   const Clock::time_point start = Clock::now();
+  const double seconds_before = s.train_seconds;  // spent by earlier processes of this run
   Clock::time_point window_start = start;
   double window_tokens = 0;  // for tokens/s and the ETA (s.window_loss and s.window_steps: the logged loss)
   int64_t timed_steps = 0;
   const int64_t log_every = 50;
   std::string stop_reason = "the step budget (--max-steps)";
-  bool interrupted = false;
   int64_t last_saved_step = options.resume ? s.step : -1;
-  // A failed save (a full disk, ...) stops the run with what to do; the checkpoint it would have
-  // replaced is unchanged (nn/checkpoint.h).
+  // A failed save stops the run with what to do; the checkpoint it would have replaced is
+  // unchanged (nn/checkpoint.h). A save is refused when the state is not finite.
   auto save = [&](const std::string& dir, const TrainerState* t) {
+    const std::string kept = last_saved_step >= 0 ? cat(run.last(), " holds step ", last_saved_step)
+                                                  : std::string("no checkpoint was saved");
     try {
       save_checkpoint(dir, model, t);
+    } catch (const NonFiniteState& e) {
+      fail(cat("train: at step ", s.step, ": ", e.what(), ". Training stopped: the state diverged; ", kept,
+               last_saved_step >= 0 ? ", the last finite state: --resume from it with a lower --lr (or a longer --warmup)"
+                                    : ": start again with a lower --lr (or a longer --warmup)"));
     } catch (const Error& e) {
-      fail(cat("train: at step ", s.step, ": ", e.what(), ". Training stopped; ",
-               last_saved_step >= 0 ? cat(run.last(), " holds step ", last_saved_step, ": free some disk space and continue with --resume")
-                                    : std::string("no checkpoint was saved: free some disk space and start again")));
+      fail(cat("train: at step ", s.step, ": ", e.what(), ". Training stopped; ", kept,
+               last_saved_step >= 0 ? ": free some disk space and continue with --resume"
+                                    : ": free some disk space and start again"));
     }
   };
   auto save_last = [&] {
@@ -681,16 +781,7 @@ int train(const TrainOptions& options) {
     // optimizer state. Skip the batch (--on-nan skip) or stop with a checkpoint of the last
     // good state (the parameters are still those from before this batch).
     if (!std::isfinite(loss_value) || !std::isfinite(grad_norm)) {
-      std::string culprit = "the loss";
-      if (std::isfinite(loss_value)) {
-        for (const auto& [name, p] : model.named_parameters()) {
-          const Tensor g = p.grad();
-          if (g.defined() && !std::isfinite(backend(g.device()).sum_of_squares({g}))) {
-            culprit = "the gradient of " + name;
-            break;
-          }
-        }
-      }
+      const std::string culprit = std::isfinite(loss_value) ? "the gradient of " + first_non_finite(model, true) : "the loss";
       const std::string what = cat("step ", s.step + 1, " (epoch ", s.epoch + 1, ", batch ", s.position, " of the epoch order, ",
                                    batch.indices.size(), " sentence pairs starting with training pair ", batch.indices.front(),
                                    "): ", culprit, " is not finite (loss ", loss_value, ", gradient norm ", grad_norm, ")");
@@ -708,6 +799,15 @@ int train(const TrainOptions& options) {
     }
     opt.set_lr(schedule.lr(opt.steps() + 1));
     opt.step();
+    // The update itself must leave finite weights (a non-finite optimizer moment, an overflow):
+    // otherwise the weights are lost for good, and nothing of them may be saved.
+    if (const std::string bad = first_non_finite(model, false); !bad.empty()) {
+      fail(cat("train: the update of step ", s.step + 1, " made the parameter ", bad,
+               " non-finite, although the loss and the gradients were finite (an optimizer moment is not finite, or "
+               "the update overflowed). Nothing was saved; ",
+               last_saved_step >= 0 ? cat(run.last(), " holds step ", last_saved_step, ": --resume from it with a lower --lr")
+                                    : std::string("no checkpoint was saved: start again with a lower --lr")));
+    }
     ++s.step;
     ++s.position;
     s.tokens_seen += static_cast<double>(batch.tgt_tokens);
@@ -716,7 +816,8 @@ int train(const TrainOptions& options) {
     window_tokens += static_cast<double>(batch.src_tokens + batch.tgt_tokens);
     ++timed_steps;
 
-    const double elapsed = seconds_since(start);
+    s.train_seconds = seconds_before + seconds_since(start);
+    const double elapsed = s.train_seconds;
     const bool out_of_time = r.p.max_minutes > 0 && elapsed >= r.p.max_minutes * 60;
     if (s.step % log_every == 0 || progress.terminal()) {
       const double window_seconds = std::max(seconds_since(window_start), 1e-9);
@@ -749,8 +850,9 @@ int train(const TrainOptions& options) {
         progress.show(line, false);
       }
     }
-    const bool last_step = s.step >= r.p.max_steps || out_of_time || g_interrupted;
-    if (s.step % r.p.eval_every == 0 || (last_step && !g_interrupted)) {
+    const bool interrupted = StopSignals::received() != 0;
+    const bool last_step = s.step >= r.p.max_steps || out_of_time || interrupted;
+    if (s.step % r.p.eval_every == 0 || (last_step && !interrupted)) {
       const Evaluation e = evaluate(model, data, subwords, r);
       schedule.report(e.bleu);
       const bool better = e.bleu > s.best_bleu;
@@ -767,7 +869,7 @@ int train(const TrainOptions& options) {
       m.set("dev_bleu", e.bleu);
       m.set("dev_chrf", e.chrf);
       m.set("lr", opt.lr());
-      m.set("elapsed_s", seconds_since(start));
+      m.set("elapsed_s", seconds_before + seconds_since(start));
       append_metrics(run.metrics(), m, history);
       progress.message(cat("eval at step ", s.step, ": dev loss ", fmt("%.3f", e.loss), ", ", e.bleu_line, ", chrF ",
                            fmt("%.1f", e.chrf), better ? " (best so far: saved)" : cat(" (best ", fmt("%.2f", s.best_bleu), ")")));
@@ -779,23 +881,20 @@ int train(const TrainOptions& options) {
     } else if (options.save_every > 0 && s.step % options.save_every == 0) {
       save_last();
     }
-    if (g_interrupted) {
-      interrupted = true;
-      break;
-    }
+    if (interrupted) break;
     if (out_of_time) {
       stop_reason = cat("the time budget (", r.p.max_minutes, " minutes)");
       break;
     }
   }
-  std::signal(SIGINT, SIG_DFL);
   save_last();
   write_curves(run, history, cat("qkgrad ", options.attention, " ", options.src, "→", options.tgt, " (", r.p.name, ")"));
-  if (interrupted) {
-    progress.message(cat("interrupted at step ", s.step, "; saved ", run.last(), ". Continue with the same command plus --resume"));
-    return 130;
+  if (const int signal = StopSignals::received(); signal != 0) {
+    progress.message(cat("interrupted by ", signal_name(signal), " at step ", s.step, "; saved ", run.last(),
+                         ". Continue with the same command plus --resume"));
+    return 128 + signal;
   }
-  progress.message(cat("stopped at step ", s.step, " after ", clock_text(seconds_since(start)), " because of ", stop_reason,
+  progress.message(cat("stopped at step ", s.step, " after ", clock_text(s.train_seconds), " because of ", stop_reason,
                        "; best dev BLEU ", fmt("%.2f", s.best_bleu), ". Checkpoints: ", run.best(), ", ", run.last(),
                        "; curves: ", run.curves()));
   return 0;

@@ -1,0 +1,58 @@
+#include "translate/stop_signals.h"
+
+#include <signal.h>
+
+#include <csignal>
+
+namespace qkgrad::translate {
+
+namespace {
+
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
+volatile std::sig_atomic_t g_received = 0;
+struct sigaction g_previous[3];
+struct sigaction g_previous_pipe;
+
+void on_stop_signal(int signal) {
+  if (g_received == 0) g_received = signal;
+}
+
+}  // namespace
+
+StopSignals::StopSignals() {
+  g_received = 0;
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  // No SA_RESTART: a blocking call returns EINTR, so waits notice the signal at once.
+  // SA_RESETHAND: the second signal has its default effect (ends the program).
+  action.sa_flags = SA_RESETHAND;
+  for (int i = 0; i < 3; ++i) ::sigaction(kStopSignals[i], &action, &g_previous[i]);
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  ::sigaction(SIGPIPE, &ignore, &g_previous_pipe);
+}
+
+StopSignals::~StopSignals() {
+  for (int i = 0; i < 3; ++i) ::sigaction(kStopSignals[i], &g_previous[i], nullptr);
+  ::sigaction(SIGPIPE, &g_previous_pipe, nullptr);
+}
+
+int StopSignals::received() { return g_received; }
+
+void StopSignals::throw_if_received(const std::string& doing, const std::string& consequence) {
+  const int signal = g_received;
+  if (signal != 0) throw Interrupted(signal, cat("interrupted by ", signal_name(signal), " while ", doing, "; ", consequence));
+}
+
+std::string signal_name(int signal) {
+  switch (signal) {
+    case SIGINT: return "SIGINT (Ctrl-C)";
+    case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP";
+    default: return cat("signal ", signal);
+  }
+}
+
+}  // namespace qkgrad::translate
