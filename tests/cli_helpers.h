@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -31,6 +32,7 @@ struct Result {
   bool signaled = false;    // run_command: the program died by a signal (a crash)
   int signal = 0;
   bool timed_out = false;   // run_command: it ran past its time limit (a hang)
+  long max_rss_kb = 0;      // run_command: the peak resident memory of the program, in KiB
 };
 
 // `qkgrad-translate ARGS 2>&1` through the shell (ARGS is shell text).
@@ -54,18 +56,43 @@ struct Command {
   long long file_size_limit = -1; // RLIMIT_FSIZE in bytes, or -1
   bool as_nobody = false;         // run as uid/gid 65534 (when root), so that chmod 000 bites
   int timeout_s = 60;             // a hang is killed after this long and reported as timed_out
+  std::string cwd;                // the working directory (default: the test's)
 };
 
 inline bool running_as_root() { return ::geteuid() == 0; }
+
+// A copy of qkgrad-translate that any user can run: the build directory may sit in a checkout
+// only its owner can enter (root's home is mode 700), where `nobody` cannot reach kProgram.
+// Made once per test process, in a world-readable directory of its own, removed at exit.
+inline const std::string& program_for_any_user() {
+  static const std::string path = [] {
+    char pattern[] = "/tmp/qkgrad-program-XXXXXX";
+    const char* dir = ::mkdtemp(pattern);
+    if (dir == nullptr) throw std::runtime_error("mkdtemp failed");
+    fs::permissions(dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                             fs::perms::others_read | fs::perms::others_exec);
+    const std::string copy = std::string(dir) + "/qkgrad-translate";
+    fs::copy_file(kProgram, copy);
+    fs::permissions(copy, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                              fs::perms::others_read | fs::perms::others_exec);
+    static const std::string remove_dir = dir;
+    std::atexit([] {
+      std::error_code ec;
+      fs::remove_all(remove_dir, ec);
+    });
+    return copy;
+  }();
+  return path;
+}
 
 // Runs qkgrad-translate under coreutils `timeout` (which passes on a death by signal as its own),
 // with stdout and stderr together in Result::output.
 inline Result run_command(const Command& c) {
   std::vector<std::string> argv;
-  if (c.as_nobody && running_as_root()) {
-    argv = {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"};
-  }
-  for (const std::string& a : {std::string("timeout"), std::string("-k"), std::string("5"), std::to_string(c.timeout_s), kProgram}) {
+  const bool other_user = c.as_nobody && running_as_root();
+  if (other_user) argv = {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"};
+  const std::string program = other_user ? program_for_any_user() : kProgram;
+  for (const std::string& a : {std::string("timeout"), std::string("-k"), std::string("5"), std::to_string(c.timeout_s), program}) {
     argv.push_back(a);
   }
   argv.insert(argv.end(), c.args.begin(), c.args.end());
@@ -81,6 +108,7 @@ inline Result run_command(const Command& c) {
   if (child < 0) throw std::runtime_error("fork failed");
   if (child == 0) {
     ::close(fds[0]);
+    if (!c.cwd.empty() && ::chdir(c.cwd.c_str()) != 0) ::_exit(126);
     const int in = ::open(input.c_str(), O_RDONLY);
     if (in < 0) ::_exit(126);
     ::dup2(in, STDIN_FILENO);
@@ -106,7 +134,9 @@ inline Result run_command(const Command& c) {
   for (ssize_t n; (n = ::read(fds[0], buf.data(), buf.size())) > 0;) r.output.append(buf.data(), static_cast<std::size_t>(n));
   ::close(fds[0]);
   int status = 0;
-  ::waitpid(child, &status, 0);
+  struct rusage usage {};
+  ::wait4(child, &status, 0, &usage);
+  r.max_rss_kb = usage.ru_maxrss;  // of the program too: timeout waits for it
   if (WIFSIGNALED(status)) {
     r.signaled = true;
     r.signal = WTERMSIG(status);

@@ -1,0 +1,438 @@
+// Reliability, second round (issue 17): nothing a signal, a second process, a non-finite value,
+// a stale path or a careless command line does may lose a user's run or give a wrong answer
+// silently. Each case asserts the exit status, the message, and that nothing was lost or left
+// half-written. docs/reliability.md lists the guarantees and names these tests.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "core/autograd.h"
+#include "nn/checkpoint.h"
+#include "nn/json.h"
+#include "nn/safetensors.h"
+#include "reliability_helpers.h"
+
+using namespace qkgrad;
+using namespace qkgrad::test_cli;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Waits (up to 60 s) until `ready()` holds; false on the time-out.
+template <typename F>
+bool wait_until(F ready) {
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (!ready()) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+// The exit status of a background run (128 + the signal if it died by one).
+int wait_status(pid_t child) {
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// A training that runs until it is stopped (its checkpoint every 200 steps).
+std::vector<std::string> endless_train(const std::string& data, const std::string& run) {
+  return {"train", "--data", data, "--run", run, "--preset", "tiny", "--vocab-size", "30", "--max-steps", "1000000",
+          "--eval-every", "200", "--eval-sentences", "2", "--threads", "1"};
+}
+
+// The process ids of the children of `pid` (Linux /proc).
+std::vector<pid_t> children_of(pid_t pid) {
+  std::vector<pid_t> out;
+  std::istringstream in(read(cat("/proc/", pid, "/task/", pid, "/children")));
+  for (pid_t c; in >> c;) out.push_back(c);
+  return out;
+}
+bool process_gone(pid_t pid) {  // no such process, or a zombie nobody will run again
+  const std::string stat = read(cat("/proc/", pid, "/stat"));
+  return stat.empty() || stat.find(") Z ") != std::string::npos;
+}
+
+// Rewrites DIR/FILE (a safetensors file of a checkpoint) with `edit` applied to its contents.
+template <typename F>
+void edit_safetensors(const std::string& path, F edit) {
+  safetensors::Contents c = safetensors::load(path);
+  edit(c);
+  safetensors::save(path, c.tensors, c.metadata);
+}
+
+// A corpus of other words (and so other subwords) than write_corpus's.
+void write_other_corpus(const std::string& dir, int lines) {
+  const char* es[] = {"rojo", "verde", "azul", "negro", "blanco"};
+  const char* en[] = {"red", "green", "blue", "black", "white"};
+  for (const char* split : {"train", "dev", "test"}) {
+    std::string s, t;
+    for (int i = 0; i < lines; ++i) {
+      s += cat(es[i % 5], " ", es[(i / 5) % 5], "\n");
+      t += cat(en[i % 5], " ", en[(i / 5) % 5], "\n");
+    }
+    write(dir + "/" + split + ".es", s);
+    write(dir + "/" + split + ".en", t);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("run safety: SIGTERM and SIGHUP save a checkpoint like Ctrl-C, and exit with 128 + the signal",
+          "[reliability]") {
+  for (const int sig : {SIGTERM, SIGHUP}) {
+    const std::string name = sig == SIGTERM ? "SIGTERM" : "SIGHUP";
+    DYNAMIC_SECTION(name) {
+      TempDir tmp;
+      const std::string run = tmp / "run", log = tmp / "log";
+      const pid_t child = spawn(endless_train(trained().data, run), log);
+      REQUIRE(wait_until([&] { return checkpoint_step(run + "/checkpoints/last") >= 200; }));
+      ::kill(child, sig);
+      const int status = wait_status(child);
+      INFO(read(log));
+      CHECK(status == 128 + sig);
+      const int64_t saved = checkpoint_step(run + "/checkpoints/last");
+      CHECK(saved > 200);  // the step it was at, not the last evaluation's
+      CHECK_THAT(read(log), Contains(cat("interrupted by ", name, " at step ", saved, "; saved ", run, "/checkpoints/last")));
+      CHECK(entries_containing(run, ".tmp").empty());
+      std::vector<std::string> resume = train_args(trained().data, run, saved + 5);
+      resume.push_back("--resume");
+      expect_exit(qk(resume), 0, {cat("resumed from ", run, "/checkpoints/last at step ", saved)});
+    }
+  }
+}
+
+TEST_CASE("run safety: a signal while the subwords train stops SentencePiece and leaves nothing; SIGKILL takes it down too",
+          "[reliability]") {
+  TempDir tmp;
+  const std::string data = tmp / "data";
+  fs::create_directories(data);
+  // Enough distinct text that SentencePiece trains for a few seconds.
+  std::string es, en;
+  for (int i = 0; i < 60000; ++i) {
+    es += cat("palabra", i % 7919, " texto", (i * 31) % 6007, " numero", i, "\n");
+    en += cat("word", i % 7919, " text", (i * 31) % 6007, " number", i, "\n");
+  }
+  for (const char* split : {"train", "dev", "test"}) {
+    write(data + "/" + split + ".es", es);
+    write(data + "/" + split + ".en", en);
+  }
+  auto args = [&](const std::string& run) {
+    return std::vector<std::string>{"train", "--data", data, "--run", run, "--preset", "tiny", "--vocab-size", "8000",
+                                    "--max-steps", "10", "--threads", "1"};
+  };
+  for (const int sig : {SIGTERM, SIGKILL}) {
+    DYNAMIC_SECTION((sig == SIGTERM ? "SIGTERM" : "SIGKILL")) {
+      const std::string run = tmp / cat("run", sig), log = tmp / cat("log", sig);
+      const pid_t child = spawn(args(run), log);
+      std::vector<pid_t> helpers;
+      REQUIRE(wait_until([&] { return !(helpers = children_of(child)).empty(); }));  // SentencePiece runs
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      const auto sent = Clock::now();
+      ::kill(child, sig);
+      const int status = wait_status(child);
+      const double seconds = std::chrono::duration<double>(Clock::now() - sent).count();
+      INFO(read(log));
+      CHECK(status == 128 + sig);
+      CHECK(seconds < 5);
+      // The child died with its parent, and wrote nothing after it.
+      for (const pid_t h : helpers) CHECK(wait_until([&] { return process_gone(h); }));
+      if (sig == SIGTERM) {
+        CHECK_THAT(read(log), Contains("interrupted by SIGTERM while training the subwords"));
+        CHECK_FALSE(exists(run));  // a new run interrupted before its first checkpoint leaves nothing
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        CHECK(entries_containing(run, "subwords").empty());  // no model, no temporaries
+      }
+    }
+  }
+}
+
+TEST_CASE("run safety: a second process on the same run directory is refused at once, naming the first",
+          "[reliability]") {
+  TempDir tmp;
+  const std::string run = tmp / "run", log = tmp / "log";
+  const std::vector<std::string> first_args = endless_train(trained().data, run);
+  const pid_t first = spawn(first_args, log);
+  // While the first one is still before its first checkpoint: a second new run.
+  REQUIRE(wait_until([&] { return !read(run + "/train.lock").empty(); }));  // locked, its pid written
+  const std::string refused = cat("is in use by another training process (pid ", first, ")");
+  expect_exit(qk(first_args), 1, {run, refused, "nothing was changed"});
+  // Once it has checkpoints: a resume, while the first one trains on.
+  REQUIRE(wait_until([&] { return checkpoint_step(run + "/checkpoints/last") >= 200; }));
+  std::vector<std::string> resume = first_args;
+  resume.push_back("--resume");
+  expect_exit(qk(resume), 1, {refused});
+  ::kill(first, SIGTERM);
+  CHECK(wait_status(first) == 143);
+  // The first run is whole: its metrics rise step by step, once each, and it resumes.
+  std::set<std::string> seen;
+  int64_t previous = 0;
+  const std::string text = read(run + "/metrics.jsonl");
+  for (std::size_t start = 0, end; (end = text.find('\n', start)) != std::string::npos; start = end + 1) {
+    const std::string line = text.substr(start, end - start);
+    CHECK(seen.insert(line).second);
+    const int64_t step = Json::parse(line, "metrics.jsonl").at("step").as_int();
+    CHECK(step >= previous);
+    previous = step;
+  }
+  const int64_t saved = checkpoint_step(run + "/checkpoints/last");
+  resume = train_args(trained().data, run, saved + 5);
+  resume.push_back("--resume");
+  expect_exit(qk(resume), 0, {"resumed from"});  // the lock went with the first process
+}
+
+TEST_CASE("run safety: nothing non-finite is saved, and loading names the first non-finite tensor", "[reliability]") {
+  TempDir tmp;
+  const std::string run = copy_of_trained_run(tmp / "run");
+  const std::string last = run + "/checkpoints/last", best = run + "/checkpoints/best";
+
+  SECTION("a NaN in an optimizer moment: --resume refuses, and the checkpoint is not touched") {
+    std::string poisoned;
+    edit_safetensors(last + "/trainer.safetensors", [&](safetensors::Contents& c) {
+      for (auto& [name, t] : c.tensors) {
+        if (name.rfind("exp_avg_sq.", 0) == 0 && t.numel() > 3) {
+          t.data<float>()[3] = NAN;
+          poisoned = name;
+          break;
+        }
+      }
+    });
+    REQUIRE_FALSE(poisoned.empty());
+    const std::string before = read(last + "/trainer.safetensors") + read(last + "/model.safetensors");
+    std::vector<std::string> resume = train_args(trained().data, run, 40);
+    resume.push_back("--resume");
+    expect_exit(qk(resume), 1, {"cannot continue from " + last, "tensor '" + poisoned + "'", "NaN at element 3"});
+    CHECK(read(last + "/trainer.safetensors") + read(last + "/model.safetensors") == before);
+  }
+  SECTION("an infinite weight: translate and eval refuse, naming it, and write nothing") {
+    std::string poisoned;
+    edit_safetensors(best + "/model.safetensors", [&](safetensors::Contents& c) {
+      c.tensors[1].second.data<float>()[0] = INFINITY;
+      poisoned = c.tensors[1].first;
+    });
+    write(tmp / "in.txt", "uno dos\n");
+    expect_exit(qk({"translate", "--run", run, "--input", tmp / "in.txt", "--output", tmp / "out.txt"}), 1,
+                {"tensor '" + poisoned + "'", "+inf at element 0", "move " + best + " away"});
+    CHECK_FALSE(exists(tmp / "out.txt"));
+    expect_exit(qk({"eval", "--run", run}), 1, {"tensor '" + poisoned + "'"});
+    CHECK_FALSE(exists(run + "/test.hyp"));
+  }
+  SECTION("save_checkpoint refuses a non-finite model or optimizer state and keeps the previous checkpoint") {
+    Seq2SeqTransformer model(load_checkpoint_config(last));
+    load_model_weights(last, model);
+    TrainerState state = load_trainer_state(last);
+    const std::string before = read(last + "/model.safetensors");
+    state.optimizer_state[0].second.data<float>()[0] = NAN;
+    CHECK_THROWS_AS(save_checkpoint(last, model, &state), NonFiniteState);
+    CHECK_THROWS_WITH(save_checkpoint(last, model, &state),
+                      Contains("the optimizer state: tensor '" + state.optimizer_state[0].first + "'") &&
+                          Contains("nothing was written"));
+    {
+      NoGradGuard no_grad;
+      Tensor w = model.named_parameters()[0].second;
+      w.fill_(-INFINITY);
+    }
+    CHECK_THROWS_WITH(save_checkpoint(last, model, nullptr), Contains("the model: tensor") && Contains("-inf at element 0"));
+    CHECK(read(last + "/model.safetensors") == before);
+    CHECK(entries_containing(run, ".tmp").empty());
+  }
+}
+
+TEST_CASE("run safety: damaged trainer counters, oversized configs and another run's checkpoint are refused",
+          "[reliability]") {
+  TempDir tmp;
+  const std::string run = copy_of_trained_run(tmp / "run");
+  const std::string last = run + "/checkpoints/last", best = run + "/checkpoints/best";
+  std::vector<std::string> resume = train_args(trained().data, run, 40);
+  resume.push_back("--resume");
+
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"position", "-1"}, {"step", "-100"}, {"best_bleu", "nan"}, {"evals_since_best", "99999"}}) {
+    INFO(key << " = " << value);
+    const std::string original = read(last + "/trainer.safetensors");
+    edit_safetensors(last + "/trainer.safetensors", [&](safetensors::Contents& c) { c.metadata[key] = value; });
+    expect_exit(qk(resume), 1, {"cannot continue from " + last, "trainer state: '" + key + "' is "});
+    write(last + "/trainer.safetensors", original);
+  }
+
+  write(tmp / "in.txt", "uno dos\n");
+  const std::string config_path = best + "/config.json", config_text = read(config_path);
+  for (const auto& [field, value, says] : std::vector<std::tuple<std::string, int64_t, std::string>>{
+           {"ffn", int64_t{1} << 40, "\"ffn\" is 1099511627776, more than the largest supported"},
+           {"encoder_layers", 100000000, "\"encoder_layers\" is 100000000, more than the largest supported"},
+           {"ffn", 500000, "has only"}}) {
+    INFO(field << " = " << value);
+    Json config = Json::parse(config_text, config_path);
+    Json model = config.at("model");
+    model.set(field, value);
+    config.set("model", model);
+    write(config_path, config.dump(2));
+    expect_exit(qk({"translate", "--run", run, "--input", tmp / "in.txt", "--output", tmp / "out.txt"}), 1,
+                {config_path, says});
+    CHECK_FALSE(exists(tmp / "out.txt"));
+  }
+  write(config_path, config_text);
+
+  // A best checkpoint of another run with the same vocabulary size but other subwords.
+  const std::string other_data = tmp / "other-data", other = tmp / "other";
+  fs::create_directories(other_data);
+  write_other_corpus(other_data, 400);
+  expect_exit(qk({"train", "--data", other_data, "--run", other, "--preset", "tiny", "--vocab-size", "30", "--max-steps",
+                  "10", "--eval-every", "10", "--eval-sentences", "1", "--threads", "1"}),
+              0, {});
+  fs::remove_all(best);
+  fs::copy(other + "/checkpoints/best", best);
+  expect_exit(qk({"translate", "--run", run, "--input", tmp / "in.txt", "--output", tmp / "out.txt"}), 1,
+              {best + " was trained with another subword model than " + run + "/subwords.model"});
+  CHECK_FALSE(exists(tmp / "out.txt"));
+}
+
+TEST_CASE("run safety: eval from another directory scores the run's own data", "[reliability]") {
+  TempDir tmp;
+  fs::create_directories(tmp / "a/data");
+  fs::create_directories(tmp / "b/data");
+  write_corpus(tmp / "a/data", 40);
+  write_corpus(tmp / "b/data", 1);  // a data/ of its own, one sentence
+  Command train{{"train", "--data", "data", "--run", "run", "--preset", "tiny", "--vocab-size", "30", "--max-steps", "10",
+                 "--eval-every", "10", "--eval-sentences", "1", "--threads", "1"}};
+  train.cwd = tmp / "a";
+  expect_exit(run_command(train), 0, {});
+  const Json options = Json::parse(read(tmp / "a/run/options.json"), "options.json");
+  CHECK(options.at("data").as_string() == tmp / "a/data");  // absolute
+  Command eval{{"eval", "--run", "../a/run"}};
+  eval.cwd = tmp / "b";
+  expect_exit(run_command(eval), 0, {"(40 sentences"});
+  const std::string hyp = read(tmp / "a/run/test.hyp");
+  CHECK(std::count(hyp.begin(), hyp.end(), '\n') == 40);
+}
+
+TEST_CASE("run safety: an output that cannot be written is refused before the work", "[reliability]") {
+  TempDir tmp;
+  std::string input;
+  for (int i = 0; i < 50; ++i) input += "uno dos tres\n";
+  write(tmp / "in.txt", input);
+  const std::string run = trained().run;
+  expect_exit(qk({"translate", "--run", run, "--input", tmp / "in.txt", "--output", tmp / "missing/out.txt"}), 1,
+              {"translate: --output " + tmp / "missing/out.txt", "the directory '" + tmp / "missing" + "' does not exist"});
+  CHECK_FALSE(exists(tmp / "missing"));
+  fs::create_directories(tmp / "dir");
+  expect_exit(qk({"translate", "--run", run, "--input", tmp / "in.txt", "--output", tmp / "dir"}), 1, {"is a directory"});
+  expect_exit(qk({"attention-stats", "--run", run, "--out", tmp / "missing/stats.jsonl"}), 1, {"does not exist"});
+  expect_exit(qk({"grads", "--run", run, "--src", tmp / "in.txt", "--tgt", tmp / "in.txt", "--out", tmp / "dir"}), 1,
+              {"is a directory"});
+
+  // eval in a run directory that is read-only (a read-only bind mount: it binds root too).
+  const std::string copy = copy_of_trained_run(tmp / "run");
+  const std::string why = private_mounts();
+  if (!why.empty() || ::mount(copy.c_str(), copy.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+    WARN("cannot make a read-only mount here (" << (why.empty() ? std::strerror(errno) : why) << "); skipped");
+    return;
+  }
+  const bool read_only = ::mount(nullptr, copy.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) == 0;
+  if (read_only) {
+    expect_exit(qk({"eval", "--run", copy, "--data", trained().data}), 1,
+                {"eval: the translations " + copy + "/test.hyp", "Read-only file system", "nothing was done"});
+  } else {
+    WARN("cannot remount read-only: " << std::strerror(errno) << "; skipped");
+  }
+  ::umount2(copy.c_str(), MNT_DETACH);
+}
+
+TEST_CASE("run safety: resuming a finished run says so and trains no further", "[reliability]") {
+  TempDir tmp;
+  const std::string run = tmp / "run";
+  const std::vector<std::string> args = train_args(trained().data, run, 20);
+  expect_exit(qk(args), 0, {"stopped at step 20"});
+  const std::string before = read(run + "/checkpoints/last/trainer.safetensors") + read(run + "/metrics.jsonl");
+  std::vector<std::string> resume = args;
+  resume.push_back("--resume");
+  for (int requeue = 0; requeue < 2; ++requeue) {
+    expect_exit(qk(resume), 0, {run + " is finished: it stopped at step 20 because it reached the step budget"});
+    CHECK(read(run + "/checkpoints/last/trainer.safetensors") + read(run + "/metrics.jsonl") == before);
+  }
+  // Patience: a run that stopped on it stays stopped (--patience 1: the second evaluation
+  // without a better BLEU than the first ends it).
+  const std::string patient = tmp / "patient";
+  std::vector<std::string> p = {"train", "--data", trained().data, "--run", patient, "--preset", "tiny", "--vocab-size", "30",
+                                "--max-steps", "2000", "--eval-every", "10", "--eval-sentences", "1", "--patience", "1",
+                                "--threads", "1"};
+  const Result first = qk(p);
+  expect_exit(first, 0, {"because of patience"});
+  const int64_t stopped = checkpoint_step(patient + "/checkpoints/last");
+  p.push_back("--resume");
+  expect_exit(qk(p), 0, {cat("is finished: it stopped at step ", stopped, " because of patience")});
+  CHECK(checkpoint_step(patient + "/checkpoints/last") == stopped);
+  // Raising the budget that stopped it trains on.
+  resume = train_args(trained().data, run, 30);
+  resume.push_back("--resume");
+  expect_exit(qk(resume), 0, {"stopped at step 30"});
+}
+
+TEST_CASE("run safety: an option missing its value does not swallow the next option", "[reliability]") {
+  TempDir tmp;
+  Command c{{"train", "--data", trained().data, "--run", "--resume"}};
+  c.cwd = tmp.path;
+  expect_exit(run_command(c), 2, {"--run needs a value, but the next argument is the option '--resume'"});
+  CHECK(fs::is_empty(tmp.path));  // no run called "--resume"
+  c.args = {"translate", "--run", trained().run, "--output", "--greedy"};
+  expect_exit(run_command(c), 2, {"--output needs a value, but the next argument is the option '--greedy'"});
+  CHECK(fs::is_empty(tmp.path));
+  c.args = {"bleu", "--ref=--odd-name"};  // a value that starts with -- is given with =
+  expect_exit(run_command(c), 1, {"--odd-name"});
+}
+
+TEST_CASE("run safety: FIFOs, millions of empty lines, tiny corpora and long --text get clear, bounded answers",
+          "[reliability]") {
+  TempDir tmp;
+  const std::string data = tmp / "data", run = tmp / "run";
+  fs::create_directories(data);
+  write_corpus(data, 20);
+  fs::remove(data + "/train.es");
+  REQUIRE(::mkfifo((data + "/train.es").c_str(), 0644) == 0);
+  expect_exit(qk(train_args(data, run, 2)), 1, {data + "/train.es' is not a regular file (a FIFO)"});
+  CHECK_FALSE(exists(run));
+  fs::remove(data + "/train.es");
+
+  // 5 million empty lines cost their bytes (5 MB a file), not a string each (the old reader:
+  // 320 MB).
+  write_corpus(data, 400);
+  const std::string empty(5'000'000, '\n');
+  write(data + "/train.es", empty + read(data + "/train.es"));
+  write(data + "/train.en", empty + read(data + "/train.en"));
+  const Result r = qk(train_args(data, run, 1));
+  expect_exit(r, 0, {"dropped: 5000000 with an empty side"});
+  CHECK(r.max_rss_kb < 200 * 1024);
+
+  // A corpus too small for any vocabulary: the advice can be followed.
+  for (const char* split : {"train", "dev"}) {
+    write(data + "/" + split + ".es", "a\na\n");
+    write(data + "/" + split + ".en", "a\na\n");
+  }
+  expect_exit(qk(train_args(data, tmp / "small", 2)), 1,
+              {"supports at most 6 subword pieces, fewer than qkgrad's minimum vocabulary of 8"});
+  CHECK_FALSE(exists(tmp / "small"));
+
+  std::string text;
+  for (int i = 0; i < 3000; ++i) text += "uno dos ";
+  expect_exit(qk({"attention", "--run", trained().run, "--text", text, "--out", tmp / "att"}), 1,
+              {"attention: --text is ", "more than --max-length 128"});
+  CHECK(entries_containing(tmp.path, "att").empty());
+}
