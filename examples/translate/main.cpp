@@ -135,7 +135,7 @@ int cmd_train(int argc, char** argv) {
   args.choice("attn", "attention", &o.attention, {"qknorm", "scaled_dot"});
   args.choice("norm", "normalisation", &o.norm, {"layer_norm", "scale_norm"});
   args.choice("preset", "model size and recipe", &o.preset, {"tiny", "demo", "small", "paper"});
-  args.option("max-minutes", "time budget (preset's if unset; 0: none)", &o.max_minutes, 0, 1e7);
+  args.option("max-minutes", "time budget: training minutes of the run, resumes included (preset's if unset; 0: none)", &o.max_minutes, 0, 1e7);
   args.option("max-steps", "step budget (preset's if unset)", &o.max_steps, 1, int64_t{1} << 40);
   args.option("seed", "seed for subwords, initialisation, dropout and data order", &o.seed, 0, int64_t{1} << 62);
   args.option("layers", "encoder and decoder layers (preset's if unset)", &o.layers, 1, 64);
