@@ -79,9 +79,12 @@ std::pair<int, long> run_measuring_memory(const std::vector<std::string>& args, 
   long peak = 0;
   const auto deadline = Clock::now() + std::chrono::seconds(120);
   for (int status = 0;;) {
+    // Only once it runs the program: until its exec, the forked child is a copy of this test.
     std::istringstream in(read(cat("/proc/", child, "/status")));
+    bool program = false;
     for (std::string line; std::getline(in, line);) {
-      if (line.rfind("VmHWM:", 0) == 0) peak = std::max(peak, std::stol(line.substr(6)));
+      if (line.rfind("Name:", 0) == 0) program = line.find("qkgrad-transl") != std::string::npos;
+      if (program && line.rfind("VmHWM:", 0) == 0) peak = std::max(peak, std::stol(line.substr(6)));
     }
     if (::waitpid(child, &status, WNOHANG) == child) return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), peak};
     if (Clock::now() > deadline) ::kill(child, SIGKILL);
@@ -109,6 +112,20 @@ void write_other_corpus(const std::string& dir, int lines) {
     }
     write(dir + "/" + split + ".es", s);
     write(dir + "/" + split + ".en", t);
+  }
+}
+
+// Enough distinct text that SentencePiece trains for several seconds (vocabulary 8000).
+void write_slow_subword_corpus(const std::string& dir) {
+  fs::create_directories(dir);
+  std::string es, en;
+  for (int i = 0; i < 60000; ++i) {
+    es += cat("palabra", i % 7919, " texto", (i * 31) % 6007, " numero", i, "\n");
+    en += cat("word", i % 7919, " text", (i * 31) % 6007, " number", i, "\n");
+  }
+  for (const char* split : {"train", "dev", "test"}) {
+    write(dir + "/" + split + ".es", es);
+    write(dir + "/" + split + ".en", en);
   }
 }
 
@@ -142,17 +159,7 @@ TEST_CASE("run safety: a signal while the subwords train stops SentencePiece and
           "[reliability]") {
   TempDir tmp;
   const std::string data = tmp / "data";
-  fs::create_directories(data);
-  // Enough distinct text that SentencePiece trains for a few seconds.
-  std::string es, en;
-  for (int i = 0; i < 60000; ++i) {
-    es += cat("palabra", i % 7919, " texto", (i * 31) % 6007, " numero", i, "\n");
-    en += cat("word", i % 7919, " text", (i * 31) % 6007, " number", i, "\n");
-  }
-  for (const char* split : {"train", "dev", "test"}) {
-    write(data + "/" + split + ".es", es);
-    write(data + "/" + split + ".en", en);
-  }
+  write_slow_subword_corpus(data);
   auto args = [&](const std::string& run) {
     return std::vector<std::string>{"train", "--data", data, "--run", run, "--preset", "tiny", "--vocab-size", "8000",
                                     "--max-steps", "10", "--threads", "1"};
@@ -216,6 +223,30 @@ TEST_CASE("run safety: a second process on the same run directory is refused at 
   resume = train_args(trained().data, run, saved + 5);
   resume.push_back("--resume");
   expect_exit(qk(resume), 0, {"resumed from"});  // the lock went with the first process
+}
+
+TEST_CASE("run safety: a new run that fails removes only what it made, not a sibling run under the same new parent",
+          "[reliability]") {
+  TempDir tmp;
+  write_slow_subword_corpus(tmp / "slow");
+  const std::string a = tmp / "exp/a", b = tmp / "exp/b";  // exp/ does not exist yet
+  const pid_t first = spawn({"train", "--data", tmp / "slow", "--run", a, "--preset", "tiny", "--vocab-size", "8000",
+                             "--max-steps", "10", "--threads", "1"},
+                            tmp / "log-a");
+  REQUIRE(wait_until([&] { return !children_of(first).empty(); }));  // a has made exp/a, and trains subwords
+  std::vector<std::string> second_args = endless_train(trained().data, b);
+  second_args.insert(second_args.end(), {"--save-every", "5"});
+  const pid_t second = spawn(second_args, tmp / "log-b");
+  REQUIRE(wait_until([&] { return checkpoint_step(b + "/checkpoints/last") >= 5; }));
+  ::kill(first, SIGTERM);  // a ends before its first checkpoint: it cleans up
+  CHECK(wait_status(first) == 143);
+  CHECK_FALSE(exists(a));
+  CHECK(checkpoint_step(b + "/checkpoints/last") >= 5);  // b's run is whole, and b trains on
+  CHECK(exists(b + "/options.json"));
+  ::kill(second, SIGTERM);
+  CHECK(wait_status(second) == 143);
+  INFO(read(tmp / "log-b"));
+  CHECK(checkpoint_step(b + "/checkpoints/last") >= 5);
 }
 
 TEST_CASE("run safety: nothing non-finite is saved, and loading names the first non-finite tensor", "[reliability]") {

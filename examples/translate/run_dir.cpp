@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <cstdlib>
 #include <filesystem>
@@ -27,9 +28,15 @@ RunLock::RunLock(const RunDir& run) {
       const ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
       ::close(fd_);
       fd_ = -1;
+      if (err == ENOSYS || err == EOPNOTSUPP || err == ENOLCK) {
+        std::fprintf(stderr, "warning: %s: this file system cannot lock files (%s); training without the lock, so make "
+                     "sure no other process trains %s at the same time\n", path.c_str(), std::strerror(err),
+                     run.root.c_str());
+        return;
+      }
       QKGRAD_CHECK(err == EWOULDBLOCK, "train: cannot lock ", path, ": ", std::strerror(err));
       const long pid = n > 0 ? std::strtol(buf, nullptr, 10) : 0;
-      fail(cat("train: ", run.root, " is in use by another training process",
+      throw RunInUse(cat("train: ", run.root, " is in use by another training process",
                pid > 0 ? cat(" (pid ", pid, ")") : std::string(),
                "; only one process may train a run at a time. Wait for it to finish, stop it (kill ",
                pid > 0 ? std::to_string(pid) : std::string("it"),

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "core/error.h"
 #include "nn/transformer.h"
 #include "translate/subwords.h"
 
@@ -28,11 +29,18 @@ struct RunDir {
   std::string lock() const { return root + "/train.lock"; }
 };
 
+// Thrown by RunLock when another process holds the lock.
+class RunInUse : public Error {
+ public:
+  using Error::Error;
+};
+
 // One training process per run directory: an exclusive flock(2) on RUNDIR/train.lock, which
 // holds the owner's process id. The kernel drops the lock when the process ends, however it
 // ends (a crash or SIGKILL included), so there is never a stale lock to remove by hand. The
-// directory must exist. A second process is refused at once with an Error naming the first
-// one's pid and what to do.
+// directory must exist. A second process is refused at once (RunInUse, naming the first one's
+// pid and what to do). On a file system without flock (Lustre without -o flock, some FUSE
+// mounts) it warns on stderr and goes on without the lock.
 class RunLock {
  public:
   explicit RunLock(const RunDir& run);

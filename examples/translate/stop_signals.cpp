@@ -13,8 +13,14 @@ volatile std::sig_atomic_t g_received = 0;
 struct sigaction g_previous[3];
 struct sigaction g_previous_pipe;
 
+// Notes the first signal; from then on any of the three ends the program (async-signal-safe:
+// one store and sigaction).
 void on_stop_signal(int signal) {
   if (g_received == 0) g_received = signal;
+  struct sigaction fallback {};
+  fallback.sa_handler = SIG_DFL;
+  sigemptyset(&fallback.sa_mask);
+  for (int s : kStopSignals) ::sigaction(s, &fallback, nullptr);
 }
 
 }  // namespace
@@ -25,8 +31,8 @@ StopSignals::StopSignals() {
   action.sa_handler = on_stop_signal;
   sigemptyset(&action.sa_mask);
   // No SA_RESTART: a blocking call returns EINTR, so waits notice the signal at once.
-  // SA_RESETHAND: the second signal has its default effect (ends the program).
-  action.sa_flags = SA_RESETHAND;
+  // The handler resets all three: a second signal, of any of them, ends the program.
+  action.sa_flags = 0;
   for (int i = 0; i < 3; ++i) ::sigaction(kStopSignals[i], &action, &g_previous[i]);
   struct sigaction ignore {};
   ignore.sa_handler = SIG_IGN;

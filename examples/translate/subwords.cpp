@@ -61,18 +61,53 @@ std::string trimmed(std::string message) {
   return message;
 }
 
-// Reads the child's message until it closes the pipe, checking for a stop signal every 100 ms:
-// then the child is killed and reaped, and Interrupted is thrown (after `cleanup`).
+// Removes PREFIX.tmp-PID.{model,vocab} left by trainers that were killed (SIGKILL) while
+// SentencePiece wrote them: those of processes that no longer run.
+void remove_stale_temporaries(const std::string& prefix) {
+  namespace fs = std::filesystem;
+  const fs::path p(prefix);
+  const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
+  const std::string start = p.filename().string() + ".tmp-";
+  std::error_code ec;
+  std::vector<fs::path> stale;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(start, 0) != 0) continue;
+    const long pid = std::strtol(name.c_str() + start.size(), nullptr, 10);
+    if (pid > 0 && pid != ::getpid() && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) stale.push_back(entry.path());
+  }
+  for (const fs::path& leftover : stale) fs::remove(leftover, ec);
+}
+
+// Waits for the child to end, through signals that interrupt the wait; returns its status.
+int reap(pid_t child) {
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  return status;
+}
+
+// After a stop signal: SentencePiece is stopped (or already died of the same signal, which the
+// terminal sends to the whole process group), `cleanup` runs, and Interrupted is thrown.
+// `child` is 0 when it has been reaped already (its pid may belong to another process by now).
+[[noreturn]] void stop_child(pid_t child, const std::function<void()>& cleanup) {
+  if (child > 0) {
+    ::kill(child, SIGKILL);
+    reap(child);
+  }
+  cleanup();
+  StopSignals::throw_if_received("training the subwords", "SentencePiece was stopped and its files removed");
+  fail("subwords: stop_child without a stop signal");  // not reached
+}
+
+// Reads the child's message until it closes the pipe, checking for a stop signal every 100 ms.
 std::string read_child_message(int fd, pid_t child, const std::function<void()>& cleanup) {
   std::string message;
   char buf[512];
   for (;;) {
     if (StopSignals::received() != 0) {
-      ::kill(child, SIGKILL);
-      ::waitpid(child, nullptr, 0);
       ::close(fd);
-      cleanup();
-      StopSignals::throw_if_received("training the subwords", "SentencePiece was stopped and its files removed");
+      stop_child(child, cleanup);
     }
     struct pollfd p {fd, POLLIN, 0};
     const int ready = ::poll(&p, 1, 100);
@@ -96,6 +131,7 @@ void Subwords::train(const SubwordTraining& o) {
   }
   std::string prefix = o.model_path;
   if (prefix.size() > 6 && prefix.compare(prefix.size() - 6, 6, ".model") == 0) prefix.resize(prefix.size() - 6);
+  remove_stale_temporaries(prefix);
   const std::string tmp_prefix = prefix + ".tmp-" + std::to_string(::getpid());
   const std::string args = cat(
       "--input=", join(o.text_files, ","), " --model_prefix=", tmp_prefix, " --vocab_size=", o.vocab_size,
@@ -137,9 +173,8 @@ void Subwords::train(const SubwordTraining& o) {
     std::filesystem::remove(tmp_prefix + ".vocab", ec);
   };
   const std::string message = read_child_message(pipe_fds[0], child, remove_temporaries);
-  int status = 0;
-  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
+  const int status = reap(child);
+  if (StopSignals::received() != 0) stop_child(0, remove_temporaries);  // it may have died of the signal first
   const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
   if (!ok) {
     remove_temporaries();

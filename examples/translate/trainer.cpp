@@ -451,8 +451,9 @@ fs::path first_missing_directory(const std::string& path) {
 }
 
 // A new run that fails (or is interrupted) before its first checkpoint removes what it created:
-// the run directory (and its parents) if they did not exist, otherwise the run files that were
-// not there before.
+// the run files that were not there before (train.lock last), then the directories it created,
+// deepest first, each only if empty: never a whole directory tree, which another run (a sibling
+// under the same new parent, or a process that took the lock since) may be using.
 // Made before anything is created (it notes what exists), armed once the run is this process's.
 class NewRunCleanup {
  public:
@@ -462,19 +463,21 @@ class NewRunCleanup {
     for (const std::string& f : files()) {
       if (fs::exists(f, ec)) existed_.push_back(f);
     }
+    checkpoints_existed_ = fs::exists(run.checkpoints(), ec);
   }
   void arm() { armed_ = true; }
   ~NewRunCleanup() {
     if (!armed_ || std::uncaught_exceptions() <= exceptions_ || checkpoint_exists(run_.last())) return;
     std::error_code ec;
-    if (!created_top_.empty()) {
-      fs::remove_all(created_top_, ec);
-      return;
-    }
     for (const std::string& f : files()) {
       if (std::find(existed_.begin(), existed_.end(), f) == existed_.end()) fs::remove_all(f, ec);
     }
-    fs::remove(run_.checkpoints(), ec);  // only if empty
+    if (!checkpoints_existed_) fs::remove(run_.checkpoints(), ec);  // only if empty
+    if (created_top_.empty()) return;
+    for (fs::path dir = fs::absolute(run_.root).lexically_normal();; dir = dir.parent_path()) {
+      fs::remove(dir, ec);  // only if empty
+      if (dir == created_top_ || !dir.has_parent_path() || dir.parent_path() == dir) break;
+    }
   }
   NewRunCleanup(const NewRunCleanup&) = delete;
   NewRunCleanup& operator=(const NewRunCleanup&) = delete;
@@ -487,6 +490,7 @@ class NewRunCleanup {
   RunDir run_;
   int exceptions_;
   bool armed_ = false;
+  bool checkpoints_existed_ = false;
   fs::path created_top_;  // the first directory of the run's path that did not exist
   std::vector<std::string> existed_;
 };
@@ -597,7 +601,14 @@ int train(const TrainOptions& options) {
     fs::create_directories(run.root, ec);
     QKGRAD_CHECK(fs::is_directory(run.root), "train: cannot create the run directory ", run.root, ": ",
                  ec ? ec.message() : "not a directory", "; choose a --run where you may create directories");
-    lock.emplace(run);  // refuses at once while another process trains this run (which it must not clean up)
+    try {
+      lock.emplace(run);  // refuses at once while another process trains this run (which it must not clean up)
+    } catch (const RunInUse&) {
+      throw;
+    } catch (...) {
+      cleanup->arm();  // no lock file could be made: remove the directories made above
+      throw;
+    }
     if (checkpoint_exists(run.last())) {
       fail(cat("train: ", options.run_dir,
                " already holds a trained run; use --resume to continue it, or choose another --run (nothing was overwritten)"));
@@ -850,9 +861,11 @@ int train(const TrainOptions& options) {
         progress.show(line, false);
       }
     }
+    // The run's final evaluation happens when its budget is reached, even if a signal came
+    // during that step: a resume would find the run finished and never evaluate it.
     const bool interrupted = StopSignals::received() != 0;
-    const bool last_step = s.step >= r.p.max_steps || out_of_time || interrupted;
-    if (s.step % r.p.eval_every == 0 || (last_step && !interrupted)) {
+    const bool budget_reached = s.step >= r.p.max_steps || out_of_time;
+    if (s.step % r.p.eval_every == 0 || budget_reached) {
       const Evaluation e = evaluate(model, data, subwords, r);
       schedule.report(e.bleu);
       const bool better = e.bleu > s.best_bleu;
