@@ -153,6 +153,27 @@ struct Resolved {
   }
 };
 
+// The model of a run, in one place: its sizes and recipe from the resolved options, its
+// vocabulary from the subwords, QKNorm's length L from the training data.
+TransformerConfig model_config(const Resolved& r, int64_t vocab, const std::string& vocabulary_id, double L) {
+  TransformerConfig c;
+  c.vocab = vocab;
+  c.vocabulary_id = vocabulary_id;
+  c.d_model = r.p.d_model;
+  c.heads = r.p.heads;
+  c.ffn = r.p.ffn;
+  c.encoder_layers = c.decoder_layers = r.p.layers;
+  c.attention = r.o.attention == "qknorm" ? AttentionMode::qknorm : AttentionMode::scaled_dot;
+  c.norm = r.o.norm == "layer_norm" ? NormType::layer_norm : NormType::scale_norm;
+  c.qknorm_length = std::max(L, 2.0);
+  c.dropout = r.p.dropout;
+  c.attention_dropout = r.p.attention_dropout;
+  c.ffn_dropout = r.p.ffn_dropout;
+  c.word_dropout = r.p.word_dropout;
+  c.seed = static_cast<uint64_t>(r.o.seed);
+  return c;
+}
+
 Resolved resolve(const TrainOptions& o) {
   Resolved r{o, preset_by_name(o.preset)};
   // Checked first, before anything is read or written: --device cuda without CUDA support (or
@@ -181,17 +202,7 @@ Resolved resolve(const TrainOptions& o) {
                          ") must be divisible by the number of heads (--heads, ", r.p.heads, "); preset ", r.p.name,
                          " has d-model ", preset_by_name(o.preset).d_model, " and ", preset_by_name(o.preset).heads, " heads"));
   }
-  TransformerConfig c;
-  c.vocab = std::max<int64_t>(r.p.vocab_size, 8);
-  c.d_model = r.p.d_model;
-  c.heads = r.p.heads;
-  c.ffn = r.p.ffn;
-  c.encoder_layers = c.decoder_layers = r.p.layers;
-  c.dropout = r.p.dropout;
-  c.attention_dropout = r.p.attention_dropout;
-  c.ffn_dropout = r.p.ffn_dropout;
-  c.word_dropout = r.p.word_dropout;
-  c.qknorm_length = 2;
+  const TransformerConfig c = model_config(r, std::max<int64_t>(r.p.vocab_size, 8), "", 2);
   try {
     c.validate();
   } catch (const Error& e) {
@@ -577,340 +588,417 @@ std::string first_non_finite(Seq2SeqTransformer& model, bool gradients) {
   return "(several)";  // finite one by one, but their squares overflow together
 }
 
-}  // namespace
+// One training run, phase by phase. train() at the end of this file reads top to bottom:
+// prepare the run directory, load the data, build the model (or resume it), then step, log,
+// evaluate and save until a budget, patience or a signal stops it.
+class TrainingRun {
+ public:
+  TrainingRun(const TrainOptions& options, const Resolved& r) : o_(options), r_(r), run_{options.run_dir} {}
 
-int train(const TrainOptions& options) {
-  const Resolved r = resolve(options);
-  const RunDir run{options.run_dir};
-  QKGRAD_CHECK(!options.run_dir.empty(), "train: --run is required");
-  if (options.threads > 0) set_num_threads(static_cast<int>(options.threads));
-  Progress progress;
-  StopSignals stop_signals;  // from here on SIGINT, SIGTERM and SIGHUP stop the run cleanly
-
-  // ---- the run directory: locked (one process per run), then new or resumed ----
-  std::optional<RunLock> lock;
-  std::optional<NewRunCleanup> cleanup;
-  if (options.resume) {
-    QKGRAD_CHECK(checkpoint_exists(run.last()), "train --resume: ", run.last(),
-                 " does not exist; nothing to resume (drop --resume to start)");
-    lock.emplace(run);
-    check_resumed_options(run, r.to_json());
-  } else {
-    cleanup.emplace(run);  // notes what exists before anything is created
+  // ---- phase 1: the run directory, locked (one process per run), new or resumed ----
+  void prepare_run_directory() {
+    if (o_.resume) {
+      QKGRAD_CHECK(checkpoint_exists(run_.last()), "train --resume: ", run_.last(),
+                   " does not exist; nothing to resume (drop --resume to start)");
+      lock_.emplace(run_);
+      check_resumed_options(run_, r_.to_json());
+      return;
+    }
+    cleanup_.emplace(run_);  // notes what exists before anything is created
     std::error_code ec;
-    fs::create_directories(run.root, ec);
-    QKGRAD_CHECK(fs::is_directory(run.root), "train: cannot create the run directory ", run.root, ": ",
+    fs::create_directories(run_.root, ec);
+    QKGRAD_CHECK(fs::is_directory(run_.root), "train: cannot create the run directory ", run_.root, ": ",
                  ec ? ec.message() : "not a directory", "; choose a --run where you may create directories");
     try {
-      lock.emplace(run);  // refuses at once while another process trains this run (which it must not clean up)
+      lock_.emplace(run_);  // refuses at once while another process trains this run (which it must not clean up)
     } catch (const RunInUse&) {
       throw;
     } catch (...) {
-      cleanup->arm();  // no lock file could be made: remove the directories made above
+      cleanup_->arm();  // no lock file could be made: remove the directories made above
       throw;
     }
-    if (checkpoint_exists(run.last())) {
-      fail(cat("train: ", options.run_dir,
+    if (checkpoint_exists(run_.last())) {
+      fail(cat("train: ", o_.run_dir,
                " already holds a trained run; use --resume to continue it, or choose another --run (nothing was overwritten)"));
     }
-    cleanup->arm();  // from here on, a failure before the first checkpoint leaves nothing behind
+    cleanup_->arm();  // from here on, a failure before the first checkpoint leaves nothing behind
   }
-  const std::string lost = options.resume ? cat("nothing was changed; ", run.last(), " is as it was: resume again")
-                                          : std::string("nothing was saved; run the same command to start again");
 
-  // ---- data (read and checked before anything is written) ----
-  const std::string train_src = split_file(options.data_dir, "train", options.src);
-  const std::string train_tgt = split_file(options.data_dir, "train", options.tgt);
-  const ParallelCorpus train_text = read_parallel(train_src, train_tgt);
-  const ParallelCorpus dev_text = read_parallel(split_file(options.data_dir, "dev", options.src),
-                                                split_file(options.data_dir, "dev", options.tgt));
-  progress.message(cat("data: train ", train_text.summary(), "; dev ", dev_text.summary()));
-  StopSignals::throw_if_received("reading the corpus", lost);
+  // ---- phase 2: the corpus (read and checked before anything is written), the subwords ----
+  void load_data() {
+    train_text_ = read_parallel(split_file(o_.data_dir, "train", o_.src), split_file(o_.data_dir, "train", o_.tgt));
+    dev_text_ = read_parallel(split_file(o_.data_dir, "dev", o_.src), split_file(o_.data_dir, "dev", o_.tgt));
+    progress_.message(cat("data: train ", train_text_.summary(), "; dev ", dev_text_.summary()));
+    check_signal("reading the corpus");
+    if (!o_.resume) write_new_run_files();
+    if (!fs::exists(run_.subwords())) train_subwords();
+    subwords_ = std::make_unique<Subwords>(run_.subwords());
+    encode_data();
+    check_signal("encoding the corpus");
+  }
 
-  if (!options.resume) {
-    remove_attempt_leftovers(run, r.to_json(), progress);
+  // ---- phase 3: the model, its optimizer and schedule; on --resume, their saved state ----
+  // Returns false when a resumed run is already finished (it says so).
+  bool build_model() {
+    config_ = model_config(r_, subwords_->vocab_size(), subwords_->fingerprint(), L_);
+    model_ = std::make_unique<Seq2SeqTransformer>(config_, r_.device);  // the optimizer state follows the parameters
+    AdamOptions adam;
+    adam.lr = r_.p.lr;
+    opt_ = std::make_unique<Adam>(model_->named_parameters(), adam);
+    schedule_ = make_schedule(r_.p);
+    plan_ = std::make_unique<BatchPlan>(data_.train, r_.p.batch_tokens);
+    if (o_.resume && !resume_state()) return false;
+    progress_.message(cat("model: ", model_->parameter_count(), " parameters, ", config_.encoder_layers, "+",
+                          config_.decoder_layers, " layers, d ", config_.d_model, ", ", config_.heads, " heads, ffn ",
+                          config_.ffn, ", ", o_.attention, " attention, on ", device_name(model_->device()), "; ",
+                          plan_->batches_per_epoch(), " batches of <= ", r_.p.batch_tokens, " tokens per epoch; lr: ",
+                          schedule_->describe()));
+    check_signal("building the model");
+    return true;
+  }
+
+  // ---- phase 4: the loop ----
+  int train_until_stopped() {
+    start_ = window_start_ = Clock::now();
+    seconds_before_ = s_.train_seconds;  // spent by earlier processes of this run
+    last_saved_step_ = o_.resume ? s_.step : -1;
+    model_->train();
+    while (s_.step < r_.p.max_steps) {
+      if (!next_batch()) continue;  // an epoch ended
+      if (!step()) continue;        // a skipped batch (--on-nan skip)
+      s_.train_seconds = seconds_before_ + seconds_since(start_);
+      log_progress();
+      const bool interrupted = StopSignals::received() != 0;
+      const bool out_of_time = r_.p.max_minutes > 0 && s_.train_seconds >= r_.p.max_minutes * 60;
+      // The run's final evaluation happens when its budget is reached, even if a signal came
+      // during that step: a resume would find the run finished and never evaluate it.
+      const bool budget_reached = s_.step >= r_.p.max_steps || out_of_time;
+      if (s_.step % r_.p.eval_every == 0 || budget_reached) {
+        if (evaluate_and_save()) break;  // patience
+      } else if (o_.save_every > 0 && s_.step % o_.save_every == 0) {
+        save_last();
+      }
+      if (interrupted) break;
+      if (out_of_time) {
+        stop_reason_ = cat("the time budget (", r_.p.max_minutes, " minutes)");
+        break;
+      }
+    }
+    return report();
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  // "nothing was saved/changed": what a failure or a signal before the loop leaves.
+  std::string before_the_loop() const {
+    return o_.resume ? cat("nothing was changed; ", run_.last(), " is as it was: resume again")
+                     : std::string("nothing was saved; run the same command to start again");
+  }
+  void check_signal(const std::string& doing) const { StopSignals::throw_if_received(doing, before_the_loop()); }
+
+  void write_new_run_files() {
+    remove_attempt_leftovers(run_, r_.to_json(), progress_);
     std::error_code ec;
-    fs::create_directories(run.checkpoints(), ec);
-    QKGRAD_CHECK(!ec && fs::is_directory(run.checkpoints()), "train: cannot create the run directory ",
-                 run.checkpoints(), ": ", ec ? ec.message() : "not a directory",
+    fs::create_directories(run_.checkpoints(), ec);
+    QKGRAD_CHECK(!ec && fs::is_directory(run_.checkpoints()), "train: cannot create the run directory ",
+                 run_.checkpoints(), ": ", ec ? ec.message() : "not a directory",
                  "; choose a --run where you may create directories");
-    const std::string text = r.to_json().dump(2) + "\n";
-    write_file_atomically(run.options(), [&](std::FILE* f) { std::fputs(text.c_str(), f); });
+    const std::string text = r_.to_json().dump(2) + "\n";
+    write_file_atomically(run_.options(), [&](std::FILE* f) { std::fputs(text.c_str(), f); });
   }
 
-  // ---- subwords ----
-  if (!fs::exists(run.subwords())) {
-    progress.message(cat("training a joint SentencePiece model (", r.p.vocab_size, " pieces) on ", train_src, " and ", train_tgt));
-    // Whitespace-normalised copies, so that the subwords see exactly what the model will.
-    const std::string joint = run.root + "/subword_training.txt";
+  // A joint SentencePiece model on whitespace-normalised copies of both sides, so that the
+  // subwords see exactly what the model will.
+  void train_subwords() {
+    progress_.message(cat("training a joint SentencePiece model (", r_.p.vocab_size, " pieces) on ",
+                          split_file(o_.data_dir, "train", o_.src), " and ", split_file(o_.data_dir, "train", o_.tgt)));
+    const std::string joint = run_.root + "/subword_training.txt";
     write_file_atomically(joint, [&](std::FILE* f) {
-      for (const auto* side : {&train_text.src, &train_text.tgt}) {
+      for (const auto* side : {&train_text_.src, &train_text_.tgt}) {
         for (const auto& line : *side) std::fprintf(f, "%s\n", line.c_str());
       }
     });
     try {
-      Subwords::train({{joint}, run.subwords(), static_cast<int>(r.p.vocab_size), static_cast<uint64_t>(options.seed)});
+      Subwords::train({{joint}, run_.subwords(), static_cast<int>(r_.p.vocab_size), static_cast<uint64_t>(o_.seed)});
     } catch (...) {
       fs::remove(joint);
       throw;
     }
     fs::remove(joint);
   }
-  const Subwords subwords(run.subwords());
-  EncodedData data;
-  data.train = encode_pairs(subwords, train_text, options.max_length, &data.dropped_long);
-  data.dev = encode_pairs(subwords, dev_text, 0, nullptr);
-  data.dev_references = dev_text.tgt;
-  QKGRAD_CHECK(!data.train.empty(), "train: every training pair is longer than --max-length ", options.max_length);
-  std::vector<int64_t> lengths;
-  for (const Pair& p : data.train) {
-    lengths.push_back(static_cast<int64_t>(p.src.size()));
-    lengths.push_back(static_cast<int64_t>(p.tgt.size()));
-  }
-  const double L = percentile(lengths, 97.5);
-  progress.message(cat("subwords: ", subwords.vocab_size(), " pieces; ", data.train.size(), " training pairs (",
-                       data.dropped_long, " longer than ", options.max_length, " dropped); L = 97.5th percentile of lengths = ",
-                       L, " -> QKNorm g0 = log2(L^2 - L) = ", fmt("%.2f", qknorm_initial_g(std::max(L, 2.0)))));
-  StopSignals::throw_if_received("encoding the corpus", lost);
 
-  // ---- the model and its training ----
-  TransformerConfig config;
-  config.vocab = subwords.vocab_size();
-  config.vocabulary_id = subwords.fingerprint();
-  config.d_model = r.p.d_model;
-  config.heads = r.p.heads;
-  config.ffn = r.p.ffn;
-  config.encoder_layers = config.decoder_layers = r.p.layers;
-  config.attention = options.attention == "qknorm" ? AttentionMode::qknorm : AttentionMode::scaled_dot;
-  config.norm = options.norm == "layer_norm" ? NormType::layer_norm : NormType::scale_norm;
-  config.qknorm_length = std::max(L, 2.0);
-  config.dropout = r.p.dropout;
-  config.attention_dropout = r.p.attention_dropout;
-  config.ffn_dropout = r.p.ffn_dropout;
-  config.word_dropout = r.p.word_dropout;
-  config.seed = static_cast<uint64_t>(options.seed);
-  Seq2SeqTransformer model(config, r.device);  // the optimizer state follows the parameters
-  AdamOptions adam;
-  adam.lr = r.p.lr;
-  Adam opt(model.named_parameters(), adam);
-  const std::unique_ptr<LrSchedule> schedule_ptr = make_schedule(r.p);
-  LrSchedule& schedule = *schedule_ptr;
-  const BatchPlan plan(data.train, r.p.batch_tokens);
-  LoopState s;
-  History history;
-  if (options.resume) {
+  // Subword ids of every pair, and L, the 97.5th percentile of the training lengths (QKNorm's g0).
+  void encode_data() {
+    data_.train = encode_pairs(*subwords_, train_text_, o_.max_length, &data_.dropped_long);
+    data_.dev = encode_pairs(*subwords_, dev_text_, 0, nullptr);
+    data_.dev_references = dev_text_.tgt;
+    QKGRAD_CHECK(!data_.train.empty(), "train: every training pair is longer than --max-length ", o_.max_length);
+    std::vector<int64_t> lengths;
+    for (const Pair& p : data_.train) {
+      lengths.push_back(static_cast<int64_t>(p.src.size()));
+      lengths.push_back(static_cast<int64_t>(p.tgt.size()));
+    }
+    L_ = percentile(lengths, 97.5);
+    progress_.message(cat("subwords: ", subwords_->vocab_size(), " pieces; ", data_.train.size(), " training pairs (",
+                          data_.dropped_long, " longer than ", o_.max_length,
+                          " dropped); L = 97.5th percentile of lengths = ", L_,
+                          " -> QKNorm g0 = log2(L^2 - L) = ", fmt("%.2f", qknorm_initial_g(std::max(L_, 2.0)))));
+  }
+
+  // The weights, optimizer and loop state of checkpoints/last. A finished run stays finished: a
+  // requeued job that resumes it reproduces the run that was not interrupted, instead of training
+  // on (raise the budget that stopped it to do that). Returns false for a finished run.
+  bool resume_state() {
     try {
-      load_model_weights(run.last(), model);
-      s = from_trainer_state(load_trainer_state(run.last()), opt, schedule, model, plan.batches_per_epoch());
+      load_model_weights(run_.last(), *model_);
+      s_ = from_trainer_state(load_trainer_state(run_.last()), *opt_, *schedule_, *model_, plan_->batches_per_epoch());
     } catch (const Error& e) {
-      fail(cat("train --resume: cannot continue from ", run.last(), ": ", e.what(),
+      fail(cat("train --resume: cannot continue from ", run_.last(), ": ", e.what(),
                ". It does not fit this run's options.json and data, or it is damaged: resume with the options the run "
                "was started with, or start a new --run"));
     }
-    // A finished run stays finished: a requeued job that resumes it reproduces the run that
-    // was not interrupted, instead of training on (raise the budget that stopped it to do that).
-    if (const std::string why = finished_because(s, r.p, options.patience); !why.empty()) {
-      progress.message(cat(options.run_dir, " is finished: it stopped at step ", s.step, " because ", why,
-                           "; best dev BLEU ", fmt("%.2f", s.best_bleu), ". Nothing to do (to train on, raise that budget)"));
-      return 0;
+    if (const std::string why = finished_because(s_, r_.p, o_.patience); !why.empty()) {
+      progress_.message(cat(o_.run_dir, " is finished: it stopped at step ", s_.step, " because ", why,
+                            "; best dev BLEU ", fmt("%.2f", s_.best_bleu), ". Nothing to do (to train on, raise that budget)"));
+      return false;
     }
     int64_t dropped_partial = 0;
-    history = reload_metrics(run.metrics(), s.step, &dropped_partial);
-    progress.message(cat("resumed from ", run.last(), " at step ", s.step, " (epoch ", s.epoch, ", batch ", s.position, ")",
-                         dropped_partial ? cat("; dropped a half-written last line of ", run.metrics()) : ""));
+    history_ = reload_metrics(run_.metrics(), s_.step, &dropped_partial);
+    progress_.message(cat("resumed from ", run_.last(), " at step ", s_.step, " (epoch ", s_.epoch, ", batch ", s_.position,
+                          ")", dropped_partial ? cat("; dropped a half-written last line of ", run_.metrics()) : ""));
+    return true;
   }
-  progress.message(cat("model: ", model.parameter_count(), " parameters, ", config.encoder_layers, "+", config.decoder_layers,
-                       " layers, d ", config.d_model, ", ", config.heads, " heads, ffn ", config.ffn, ", ", options.attention,
-                       " attention, on ", device_name(model.device()), "; ", plan.batches_per_epoch(),
-                       " batches of <= ", r.p.batch_tokens, " tokens per epoch; lr: ",
-                       schedule.describe()));
-  StopSignals::throw_if_received("building the model", lost);
 
-  const Clock::time_point start = Clock::now();
-  const double seconds_before = s.train_seconds;  // spent by earlier processes of this run
-  Clock::time_point window_start = start;
-  double window_tokens = 0;  // for tokens/s and the ETA (s.window_loss and s.window_steps: the logged loss)
-  int64_t timed_steps = 0;
-  const int64_t log_every = 50;
-  std::string stop_reason = "the step budget (--max-steps)";
-  int64_t last_saved_step = options.resume ? s.step : -1;
-  // A failed save stops the run with what to do; the checkpoint it would have replaced is
-  // unchanged (nn/checkpoint.h). A save is refused when the state is not finite.
-  auto save = [&](const std::string& dir, const TrainerState* t) {
-    const std::string kept = last_saved_step >= 0 ? cat(run.last(), " holds step ", last_saved_step)
-                                                  : std::string("no checkpoint was saved");
-    try {
-      save_checkpoint(dir, model, t);
-    } catch (const NonFiniteState& e) {
-      fail(cat("train: at step ", s.step, ": ", e.what(), ". Training stopped: the state diverged; ", kept,
-               last_saved_step >= 0 ? ", the last finite state: --resume from it with a lower --lr (or a longer --warmup)"
-                                    : ": start again with a lower --lr (or a longer --warmup)"));
-    } catch (const Error& e) {
-      fail(cat("train: at step ", s.step, ": ", e.what(), ". Training stopped; ", kept,
-               last_saved_step >= 0 ? ": free some disk space and continue with --resume"
-                                    : ": free some disk space and start again"));
+  // The batch at the current position of the epoch order; false (and the next epoch) at its end.
+  bool next_batch() {
+    const std::vector<int64_t> order = plan_->epoch_order(static_cast<uint64_t>(o_.seed), s_.epoch);
+    if (s_.position >= static_cast<int64_t>(order.size())) {
+      ++s_.epoch;
+      s_.position = 0;
+      return false;
     }
-  };
-  auto save_last = [&] {
-    const TrainerState t = to_trainer_state(s, opt, schedule, model);
-    save(run.last(), &t);
-    last_saved_step = s.step;
-  };
-  auto current_gains = [&] {
-    Json g = Json::object();
-    for (const auto& [name, t] : model.attention_gains()) g.set(name, t.numel() == 1 ? t.item() : mean(t).item());
-    return g;
-  };
+    batch_ = make_batch(data_.train, plan_->group(order[static_cast<std::size_t>(s_.position)]), r_.device);
+    return true;
+  }
 
-  bool nan_injected = false;
-  model.train();
-  while (s.step < r.p.max_steps) {
-    const std::vector<int64_t> order = plan.epoch_order(static_cast<uint64_t>(options.seed), s.epoch);
-    if (s.position >= static_cast<int64_t>(order.size())) {
-      ++s.epoch;
-      s.position = 0;
-      continue;
-    }
-    const Batch batch = make_batch(data.train, plan.group(order[static_cast<std::size_t>(s.position)]), r.device);
-    const Tensor logits = model.forward(batch.src, batch.src_lengths, batch.tgt_in, batch.tgt_lengths);
-    const LossSum loss = cross_entropy(logits, batch.tgt_out, options.label_smoothing, config.pad_id);
+  // Forward, backward, the NaN guard and the update of one batch; false if it was skipped.
+  bool step() {
+    const Tensor logits = model_->forward(batch_.src, batch_.src_lengths, batch_.tgt_in, batch_.tgt_lengths);
+    const LossSum loss = cross_entropy(logits, batch_.tgt_out, o_.label_smoothing, config_.pad_id);
     const Tensor per_token = loss.sum / static_cast<double>(std::max<int64_t>(loss.tokens, 1));
     double loss_value = per_token.item();  // to the host (on a GPU: waits for the forward)
-    if (options.inject_nan_at_step == s.step + 1 && !nan_injected) {  // testing the guard (once)
+    if (o_.inject_nan_at_step == s_.step + 1 && !nan_injected_) {  // testing the guard (once)
       loss_value = NAN;
-      nan_injected = true;
+      nan_injected_ = true;
     }
-    opt.zero_grad();
-    double grad_norm = NAN;
+    opt_->zero_grad();
+    grad_norm_ = NAN;
     if (std::isfinite(loss_value)) {
       per_token.backward();
-      grad_norm = clip_grad_norm(model.parameters(), options.clip);
+      grad_norm_ = clip_grad_norm(model_->parameters(), o_.clip);
     } else {
       tape().clear();  // no backward through a non-finite loss
     }
-    // The NaN guard: a non-finite loss or gradient never reaches the parameters or the
-    // optimizer state. Skip the batch (--on-nan skip) or stop with a checkpoint of the last
-    // good state (the parameters are still those from before this batch).
-    if (!std::isfinite(loss_value) || !std::isfinite(grad_norm)) {
-      const std::string culprit = std::isfinite(loss_value) ? "the gradient of " + first_non_finite(model, true) : "the loss";
-      const std::string what = cat("step ", s.step + 1, " (epoch ", s.epoch + 1, ", batch ", s.position, " of the epoch order, ",
-                                   batch.indices.size(), " sentence pairs starting with training pair ", batch.indices.front(),
-                                   "): ", culprit, " is not finite (loss ", loss_value, ", gradient norm ", grad_norm, ")");
-      opt.zero_grad();
-      if (options.on_nan == "skip") {
-        ++s.skipped_batches;
-        ++s.position;
-        progress.message(cat("skipped ", what, "; ", s.skipped_batches, " batches skipped so far"));
-        continue;
-      }
-      save_last();
-      fail(cat("train: ", what, ". Nothing was updated; ", run.last(),
-               " holds the state before this batch. Lower --lr (or raise --warmup) and --resume, or rerun with "
-               "--on-nan skip to skip such batches"));
-    }
-    opt.set_lr(schedule.lr(opt.steps() + 1));
-    opt.step();
-    // The update itself must leave finite weights (a non-finite optimizer moment, an overflow):
-    // otherwise the weights are lost for good, and nothing of them may be saved.
-    if (const std::string bad = first_non_finite(model, false); !bad.empty()) {
-      fail(cat("train: the update of step ", s.step + 1, " made the parameter ", bad,
-               " non-finite, although the loss and the gradients were finite (an optimizer moment is not finite, or "
-               "the update overflowed). Nothing was saved; ",
-               last_saved_step >= 0 ? cat(run.last(), " holds step ", last_saved_step, ": --resume from it with a lower --lr")
-                                    : std::string("no checkpoint was saved: start again with a lower --lr")));
-    }
-    ++s.step;
-    ++s.position;
-    s.tokens_seen += static_cast<double>(batch.tgt_tokens);
-    s.window_loss += loss_value;
-    ++s.window_steps;
-    window_tokens += static_cast<double>(batch.src_tokens + batch.tgt_tokens);
-    ++timed_steps;
+    if (!std::isfinite(loss_value) || !std::isfinite(grad_norm_)) return guard_non_finite(loss_value);
+    opt_->set_lr(schedule_->lr(opt_->steps() + 1));
+    opt_->step();
+    check_update_finite();
+    ++s_.step;
+    ++s_.position;
+    s_.tokens_seen += static_cast<double>(batch_.tgt_tokens);
+    s_.window_loss += loss_value;
+    ++s_.window_steps;
+    window_tokens_ += static_cast<double>(batch_.src_tokens + batch_.tgt_tokens);
+    ++timed_steps_;
+    return true;
+  }
 
-    s.train_seconds = seconds_before + seconds_since(start);
-    const double elapsed = s.train_seconds;
-    const bool out_of_time = r.p.max_minutes > 0 && elapsed >= r.p.max_minutes * 60;
-    if (s.step % log_every == 0 || progress.terminal()) {
-      const double window_seconds = std::max(seconds_since(window_start), 1e-9);
-      const double tps = window_tokens / window_seconds;
-      const double steps_left = static_cast<double>(r.p.max_steps - s.step);
-      double eta = steps_left * window_seconds / static_cast<double>(std::max<int64_t>(timed_steps, 1));
-      if (r.p.max_minutes > 0) eta = std::min(eta, r.p.max_minutes * 60 - elapsed);
-      const double window_mean = s.window_loss / static_cast<double>(std::max<int64_t>(s.window_steps, 1));
-      const std::string line = cat("step ", s.step, " | epoch ", s.epoch + 1, " | loss ", fmt("%.3f", window_mean),
-                                   " | ", fmt("%.0f", tps), " tok/s | lr ", fmt("%.2e", opt.lr()), " | elapsed ",
-                                   clock_text(elapsed), " | ETA ", clock_text(eta));
-      if (s.step % log_every == 0) {
-        Json m = Json::object();
-        m.set("step", s.step);
-        m.set("epoch", s.epoch + 1);
-        m.set("train_loss", window_mean);
-        m.set("lr", opt.lr());
-        m.set("tokens_per_s", tps);
-        m.set("grad_norm", grad_norm);
-        m.set("elapsed_s", elapsed);
-        m.set("g", current_gains());
-        append_metrics(run.metrics(), m, history);
-        progress.show(line, true);
-        window_start = Clock::now();
-        window_tokens = 0;
-        timed_steps = 0;
-        s.window_loss = 0;
-        s.window_steps = 0;
-      } else {
-        progress.show(line, false);
-      }
+  // The NaN guard: a non-finite loss or gradient never reaches the parameters or the optimizer
+  // state. Skip the batch (--on-nan skip; returns false) or stop with a checkpoint of the last
+  // good state (the parameters are still those from before this batch).
+  bool guard_non_finite(double loss_value) {
+    const std::string culprit = std::isfinite(loss_value) ? "the gradient of " + first_non_finite(*model_, true) : "the loss";
+    const std::string what = cat("step ", s_.step + 1, " (epoch ", s_.epoch + 1, ", batch ", s_.position,
+                                 " of the epoch order, ", batch_.indices.size(),
+                                 " sentence pairs starting with training pair ", batch_.indices.front(), "): ", culprit,
+                                 " is not finite (loss ", loss_value, ", gradient norm ", grad_norm_, ")");
+    opt_->zero_grad();
+    if (o_.on_nan == "skip") {
+      ++s_.skipped_batches;
+      ++s_.position;
+      progress_.message(cat("skipped ", what, "; ", s_.skipped_batches, " batches skipped so far"));
+      return false;
     }
-    // The run's final evaluation happens when its budget is reached, even if a signal came
-    // during that step: a resume would find the run finished and never evaluate it.
-    const bool interrupted = StopSignals::received() != 0;
-    const bool budget_reached = s.step >= r.p.max_steps || out_of_time;
-    if (s.step % r.p.eval_every == 0 || budget_reached) {
-      const Evaluation e = evaluate(model, data, subwords, r);
-      schedule.report(e.bleu);
-      const bool better = e.bleu > s.best_bleu;
-      if (better) {
-        s.best_bleu = e.bleu;
-        s.evals_since_best = 0;
-        save(run.best(), nullptr);
-      } else {
-        ++s.evals_since_best;
-      }
-      Json m = Json::object();
-      m.set("step", s.step);
-      m.set("dev_loss", e.loss);
-      m.set("dev_bleu", e.bleu);
-      m.set("dev_chrf", e.chrf);
-      m.set("lr", opt.lr());
-      m.set("elapsed_s", seconds_before + seconds_since(start));
-      append_metrics(run.metrics(), m, history);
-      progress.message(cat("eval at step ", s.step, ": dev loss ", fmt("%.3f", e.loss), ", ", e.bleu_line, ", chrF ",
-                           fmt("%.1f", e.chrf), better ? " (best so far: saved)" : cat(" (best ", fmt("%.2f", s.best_bleu), ")")));
-      save_last();
-      if (s.evals_since_best >= options.patience) {
-        stop_reason = cat("patience (", options.patience, " evaluations without a better dev BLEU)");
-        break;
-      }
-    } else if (options.save_every > 0 && s.step % options.save_every == 0) {
-      save_last();
+    save_last();
+    fail(cat("train: ", what, ". Nothing was updated; ", run_.last(),
+             " holds the state before this batch. Lower --lr (or raise --warmup) and --resume, or rerun with "
+             "--on-nan skip to skip such batches"));
+  }
+
+  // The update itself must leave finite weights (a non-finite optimizer moment, an overflow):
+  // otherwise the weights are lost for good, and nothing of them may be saved.
+  void check_update_finite() {
+    const std::string bad = first_non_finite(*model_, false);
+    if (bad.empty()) return;
+    fail(cat("train: the update of step ", s_.step + 1, " made the parameter ", bad,
+             " non-finite, although the loss and the gradients were finite (an optimizer moment is not finite, or "
+             "the update overflowed). Nothing was saved; ",
+             last_saved_step_ >= 0 ? cat(run_.last(), " holds step ", last_saved_step_, ": --resume from it with a lower --lr")
+                                   : std::string("no checkpoint was saved: start again with a lower --lr")));
+  }
+
+  // The progress line (on a terminal, every step) and, every 50 steps, a metrics line.
+  void log_progress() {
+    constexpr int64_t log_every = 50;
+    const bool log_line = s_.step % log_every == 0;
+    if (!log_line && !progress_.terminal()) return;
+    const double elapsed = s_.train_seconds;
+    const double window_seconds = std::max(seconds_since(window_start_), 1e-9);
+    const double tps = window_tokens_ / window_seconds;
+    const double steps_left = static_cast<double>(r_.p.max_steps - s_.step);
+    double eta = steps_left * window_seconds / static_cast<double>(std::max<int64_t>(timed_steps_, 1));
+    if (r_.p.max_minutes > 0) eta = std::min(eta, r_.p.max_minutes * 60 - elapsed);
+    const double window_mean = s_.window_loss / static_cast<double>(std::max<int64_t>(s_.window_steps, 1));
+    const std::string line = cat("step ", s_.step, " | epoch ", s_.epoch + 1, " | loss ", fmt("%.3f", window_mean), " | ",
+                                 fmt("%.0f", tps), " tok/s | lr ", fmt("%.2e", opt_->lr()), " | elapsed ",
+                                 clock_text(elapsed), " | ETA ", clock_text(eta));
+    if (!log_line) {
+      progress_.show(line, false);
+      return;
     }
-    if (interrupted) break;
-    if (out_of_time) {
-      stop_reason = cat("the time budget (", r.p.max_minutes, " minutes)");
-      break;
+    Json m = Json::object();
+    m.set("step", s_.step);
+    m.set("epoch", s_.epoch + 1);
+    m.set("train_loss", window_mean);
+    m.set("lr", opt_->lr());
+    m.set("tokens_per_s", tps);
+    m.set("grad_norm", grad_norm_);
+    m.set("elapsed_s", elapsed);
+    m.set("g", current_gains());
+    append_metrics(run_.metrics(), m, history_);
+    progress_.show(line, true);
+    window_start_ = Clock::now();
+    window_tokens_ = 0;
+    timed_steps_ = 0;
+    s_.window_loss = 0;
+    s_.window_steps = 0;
+  }
+
+  // Dev loss, BLEU and chrF; best saved when BLEU improves, last always. True when patience
+  // ends the run.
+  bool evaluate_and_save() {
+    const Evaluation e = evaluate(*model_, data_, *subwords_, r_);
+    schedule_->report(e.bleu);
+    const bool better = e.bleu > s_.best_bleu;
+    if (better) {
+      s_.best_bleu = e.bleu;
+      s_.evals_since_best = 0;
+      save(run_.best(), nullptr);
+    } else {
+      ++s_.evals_since_best;
+    }
+    Json m = Json::object();
+    m.set("step", s_.step);
+    m.set("dev_loss", e.loss);
+    m.set("dev_bleu", e.bleu);
+    m.set("dev_chrf", e.chrf);
+    m.set("lr", opt_->lr());
+    m.set("elapsed_s", seconds_before_ + seconds_since(start_));
+    append_metrics(run_.metrics(), m, history_);
+    progress_.message(cat("eval at step ", s_.step, ": dev loss ", fmt("%.3f", e.loss), ", ", e.bleu_line, ", chrF ",
+                          fmt("%.1f", e.chrf),
+                          better ? " (best so far: saved)" : cat(" (best ", fmt("%.2f", s_.best_bleu), ")")));
+    save_last();
+    if (s_.evals_since_best < o_.patience) return false;
+    stop_reason_ = cat("patience (", o_.patience, " evaluations without a better dev BLEU)");
+    return true;
+  }
+
+  // A failed save stops the run with what to do; the checkpoint it would have replaced is
+  // unchanged (nn/checkpoint.h). A save is refused when the state is not finite.
+  void save(const std::string& dir, const TrainerState* t) {
+    const std::string kept = last_saved_step_ >= 0 ? cat(run_.last(), " holds step ", last_saved_step_)
+                                                   : std::string("no checkpoint was saved");
+    try {
+      save_checkpoint(dir, *model_, t);
+    } catch (const NonFiniteState& e) {
+      fail(cat("train: at step ", s_.step, ": ", e.what(), ". Training stopped: the state diverged; ", kept,
+               last_saved_step_ >= 0 ? ", the last finite state: --resume from it with a lower --lr (or a longer --warmup)"
+                                     : ": start again with a lower --lr (or a longer --warmup)"));
+    } catch (const Error& e) {
+      fail(cat("train: at step ", s_.step, ": ", e.what(), ". Training stopped; ", kept,
+               last_saved_step_ >= 0 ? ": free some disk space and continue with --resume"
+                                     : ": free some disk space and start again"));
     }
   }
-  save_last();
-  write_curves(run, history, cat("qkgrad ", options.attention, " ", options.src, "→", options.tgt, " (", r.p.name, ")"));
-  if (const int signal = StopSignals::received(); signal != 0) {
-    progress.message(cat("interrupted by ", signal_name(signal), " at step ", s.step, "; saved ", run.last(),
-                         ". Continue with the same command plus --resume"));
-    return 128 + signal;
+  void save_last() {
+    const TrainerState t = to_trainer_state(s_, *opt_, *schedule_, *model_);
+    save(run_.last(), &t);
+    last_saved_step_ = s_.step;
   }
-  progress.message(cat("stopped at step ", s.step, " after ", clock_text(s.train_seconds), " because of ", stop_reason,
-                       "; best dev BLEU ", fmt("%.2f", s.best_bleu), ". Checkpoints: ", run.best(), ", ", run.last(),
-                       "; curves: ", run.curves()));
-  return 0;
+
+  Json current_gains() const {
+    Json g = Json::object();
+    for (const auto& [name, t] : model_->attention_gains()) g.set(name, t.numel() == 1 ? t.item() : mean(t).item());
+    return g;
+  }
+
+  // The last save, the curves, and how the run ended: 0, or 128 + the signal that stopped it.
+  int report() {
+    save_last();
+    write_curves(run_, history_, cat("qkgrad ", o_.attention, " ", o_.src, "→", o_.tgt, " (", r_.p.name, ")"));
+    if (const int signal = StopSignals::received(); signal != 0) {
+      progress_.message(cat("interrupted by ", signal_name(signal), " at step ", s_.step, "; saved ", run_.last(),
+                            ". Continue with the same command plus --resume"));
+      return 128 + signal;
+    }
+    progress_.message(cat("stopped at step ", s_.step, " after ", clock_text(s_.train_seconds), " because of ", stop_reason_,
+                          "; best dev BLEU ", fmt("%.2f", s_.best_bleu), ". Checkpoints: ", run_.best(), ", ",
+                          run_.last(), "; curves: ", run_.curves()));
+    return 0;
+  }
+
+  const TrainOptions& o_;
+  const Resolved& r_;
+  const RunDir run_;
+  Progress progress_;
+  std::optional<RunLock> lock_;           // held until the run ends (declared before cleanup_,
+  std::optional<NewRunCleanup> cleanup_;  // so that a cleanup runs while the lock is held)
+  ParallelCorpus train_text_, dev_text_;
+  std::unique_ptr<Subwords> subwords_;
+  EncodedData data_;
+  double L_ = 2;
+  TransformerConfig config_;
+  std::unique_ptr<Seq2SeqTransformer> model_;
+  std::unique_ptr<Adam> opt_;
+  std::unique_ptr<LrSchedule> schedule_;
+  std::unique_ptr<BatchPlan> plan_;
+  LoopState s_;
+  History history_;
+  Batch batch_;
+  double grad_norm_ = NAN;
+  bool nan_injected_ = false;
+  std::string stop_reason_ = "the step budget (--max-steps)";
+  int64_t last_saved_step_ = -1;
+  Clock::time_point start_, window_start_;
+  double seconds_before_ = 0;
+  double window_tokens_ = 0;  // for tokens/s and the ETA (s_.window_loss and s_.window_steps: the logged loss)
+  int64_t timed_steps_ = 0;
+};
+
+}  // namespace
+
+int train(const TrainOptions& options) {
+  const Resolved r = resolve(options);
+  QKGRAD_CHECK(!options.run_dir.empty(), "train: --run is required");
+  if (options.threads > 0) set_num_threads(static_cast<int>(options.threads));
+  StopSignals stop_signals;  // from here on SIGINT, SIGTERM and SIGHUP stop the run cleanly
+  TrainingRun run(options, r);
+  run.prepare_run_directory();
+  run.load_data();
+  if (!run.build_model()) return 0;  // a finished run, resumed
+  return run.train_until_stopped();
 }
 
 }  // namespace qkgrad::translate
