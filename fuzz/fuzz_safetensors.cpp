@@ -1,4 +1,4 @@
-// libFuzzer target for the safetensors reader (nn/safetensors.h), on the bytes of a file.
+// libFuzzer target for the safetensors reader (io/safetensors.h), on the bytes of a file.
 //
 // What it checks, for any input:
 //   - safetensors::parse() either returns or throws qkgrad::Error: never another exception, a
@@ -18,7 +18,7 @@
 #include <string_view>
 
 #include "core/error.h"
-#include "nn/safetensors.h"
+#include "io/safetensors.h"
 
 namespace {
 

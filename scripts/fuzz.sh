@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs qkgrad's libFuzzer targets (fuzz/) one after another, each for a fixed time:
-#   fuzz-safetensors  the safetensors reader (nn/safetensors.h)
+#   fuzz-safetensors  the safetensors reader (io/safetensors.h)
 #   fuzz-corpus       the corpus reader and cleaner (examples/translate/corpus.h)
 #   fuzz-bleu         the 13a tokenizer, BLEU and chrF (examples/translate/bleu.h)
 #

@@ -14,7 +14,7 @@
 
 #include "cli_helpers.h"
 #include "core/error.h"
-#include "nn/checkpoint.h"
+#include "io/checkpoint.h"
 
 namespace qkgrad::test_cli {
 

@@ -8,7 +8,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
-#include "nn/checkpoint.h"
+#include "io/checkpoint.h"
 #include "nn/optim.h"
 #include "nn/schedule.h"
 #include "nn/transformer.h"

@@ -18,8 +18,8 @@
 #include "backends/backend.h"
 #include "cli_helpers.h"
 #include "core/error.h"
-#include "nn/checkpoint.h"
-#include "nn/json.h"
+#include "io/checkpoint.h"
+#include "io/json.h"
 
 namespace fs = std::filesystem;
 using namespace qkgrad::test_cli;

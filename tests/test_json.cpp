@@ -1,4 +1,4 @@
-// nn/json.h: building, printing and parsing JSON; exact number round trips; error messages
+// io/json.h: building, printing and parsing JSON; exact number round trips; error messages
 // with line and column; duplicate keys and the depth limit.
 #include <catch2/catch.hpp>
 
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "nn/json.h"
+#include "io/json.h"
 
 using namespace qkgrad;
 using Catch::Matchers::Contains;

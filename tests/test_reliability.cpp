@@ -28,10 +28,10 @@
 #include "reliability_helpers.h"
 #include "core/autograd.h"
 #include "core/error.h"
-#include "nn/atomic_file.h"
-#include "nn/checkpoint.h"
-#include "nn/json.h"
-#include "nn/safetensors.h"
+#include "io/atomic_file.h"
+#include "io/checkpoint.h"
+#include "io/json.h"
+#include "io/safetensors.h"
 #include "nn/transformer.h"
 
 using namespace qkgrad;

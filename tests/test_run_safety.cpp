@@ -22,9 +22,9 @@
 #include <vector>
 
 #include "core/autograd.h"
-#include "nn/checkpoint.h"
-#include "nn/json.h"
-#include "nn/safetensors.h"
+#include "io/checkpoint.h"
+#include "io/json.h"
+#include "io/safetensors.h"
 #include "reliability_helpers.h"
 
 using namespace qkgrad;

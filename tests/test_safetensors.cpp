@@ -1,4 +1,4 @@
-// nn/safetensors.h and nn/atomic_file.h: round trips, the bytes on disk, and that truncated,
+// io/safetensors.h and io/atomic_file.h: round trips, the bytes on disk, and that truncated,
 // corrupted or lying files give a qkgrad::Error naming the file (never a crash), and that a
 // failed write leaves the old file intact.
 #include <catch2/catch.hpp>
@@ -21,9 +21,9 @@
 #include "core/error.h"
 #include "core/generator.h"
 #include "core/tensor.h"
-#include "nn/atomic_file.h"
-#include "nn/json.h"
-#include "nn/safetensors.h"
+#include "io/atomic_file.h"
+#include "io/json.h"
+#include "io/safetensors.h"
 
 using namespace qkgrad;
 using Catch::Matchers::Contains;

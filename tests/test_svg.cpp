@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "nn/atomic_file.h"
+#include "io/atomic_file.h"
 #include "translate/svg.h"
 
 using namespace qkgrad;

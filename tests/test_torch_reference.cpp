@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/checkpoint.h"
+#include "io/checkpoint.h"
 #include "nn/transformer.h"
 #include "translate/grad_dump.h"
 

@@ -8,9 +8,9 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
-#include "nn/checkpoint.h"
+#include "io/checkpoint.h"
 #include "nn/decode.h"
-#include "nn/json.h"
+#include "io/json.h"
 #include "translate/args.h"
 #include "translate/batching.h"
 #include "translate/beam_search.h"

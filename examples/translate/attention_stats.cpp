@@ -6,7 +6,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
-#include "nn/json.h"
+#include "io/json.h"
 #include "ops/ops.h"
 
 namespace qkgrad::translate {

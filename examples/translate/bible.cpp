@@ -25,7 +25,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
-#include "nn/atomic_file.h"
+#include "io/atomic_file.h"
 
 namespace qkgrad::translate {
 

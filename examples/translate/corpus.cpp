@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "core/error.h"
-#include "nn/atomic_file.h"
+#include "io/atomic_file.h"
 #include "translate/utf8.h"
 
 namespace qkgrad::translate {

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "core/error.h"
-#include "nn/safetensors.h"
+#include "io/safetensors.h"
 #include "ops/ops.h"
 
 namespace qkgrad::translate {

@@ -22,8 +22,8 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
-#include "nn/atomic_file.h"
-#include "nn/json.h"
+#include "io/atomic_file.h"
+#include "io/json.h"
 #include "translate/args.h"
 #include "translate/attention_stats.h"
 #include "translate/batching.h"

@@ -12,7 +12,7 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "nn/checkpoint.h"
+#include "io/checkpoint.h"
 
 namespace qkgrad::translate {
 

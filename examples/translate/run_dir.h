@@ -2,7 +2,7 @@
 //
 //   RUNDIR/subwords.model, subwords.vocab   the joint SentencePiece model
 //   RUNDIR/options.json                     the training options (data, preset, seed, device, ...)
-//   RUNDIR/checkpoints/last, best           checkpoints (nn/checkpoint.h)
+//   RUNDIR/checkpoints/last, best           checkpoints (io/checkpoint.h)
 //   RUNDIR/metrics.jsonl                    one JSON object per log line and per evaluation
 //   RUNDIR/curves.svg                       training curves, written at the end
 //   RUNDIR/train.lock                       held by the training process (RunLock)

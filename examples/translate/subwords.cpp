@@ -16,7 +16,7 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "nn/atomic_file.h"
+#include "io/atomic_file.h"
 #include "translate/stop_signals.h"
 
 namespace qkgrad::translate {

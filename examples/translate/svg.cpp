@@ -17,7 +17,7 @@
 #include <system_error>
 
 #include "core/error.h"
-#include "nn/atomic_file.h"
+#include "io/atomic_file.h"
 
 namespace qkgrad::translate::svg {
 

@@ -60,7 +60,7 @@ std::string heatmap_grid(const std::string& title, const std::vector<Heatmap>& m
 
 // ---- Files ---------------------------------------------------------------------------------
 
-// Writes `svg` to `path` atomically (nn/atomic_file.h): a crash never leaves half a file.
+// Writes `svg` to `path` atomically (io/atomic_file.h): a crash never leaves half a file.
 void write_svg(const std::string& path, const std::string& svg);
 
 // ---- Building blocks, public so that the tests can check them ------------------------------

@@ -17,9 +17,9 @@
 #include "backends/backend.h"
 #include "core/autograd.h"
 #include "core/error.h"
-#include "nn/atomic_file.h"
-#include "nn/checkpoint.h"
-#include "nn/json.h"
+#include "io/atomic_file.h"
+#include "io/checkpoint.h"
+#include "io/json.h"
 #include "nn/optim.h"
 #include "nn/schedule.h"
 #include "ops/ops.h"
@@ -916,7 +916,7 @@ class TrainingRun {
   }
 
   // A failed save stops the run with what to do; the checkpoint it would have replaced is
-  // unchanged (nn/checkpoint.h). A save is refused when the state is not finite.
+  // unchanged (io/checkpoint.h). A save is refused when the state is not finite.
   void save(const std::string& dir, const TrainerState* t) {
     const std::string kept = last_saved_step_ >= 0 ? cat(run_.last(), " holds step ", last_saved_step_)
                                                    : std::string("no checkpoint was saved");

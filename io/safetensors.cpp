@@ -1,12 +1,12 @@
 // safetensors save(), load() and parse(). load() (from a file) and parse() (from memory) read
 // in four steps, each checking what it reads before anything depends on it:
 //   1. the 8-byte header length, against the file size and a 100 MB limit;
-//   2. the JSON header (nn/json.h), into one Entry per tensor, each checked on its own;
+//   2. the JSON header (io/json.h), into one Entry per tensor, each checked on its own;
 //   3. the byte ranges of all entries together: sorted, they must tile the data section
 //      exactly (no overlaps, no holes, nothing left over);
 //   4. only then the data: one allocation per tensor, of the size just checked against the
 //      real file size, so a corrupt header cannot make it allocate absurd amounts.
-#include "nn/safetensors.h"
+#include "io/safetensors.h"
 
 #include <sys/stat.h>
 
@@ -21,13 +21,13 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
-#include "nn/atomic_file.h"
-#include "nn/json.h"
+#include "io/atomic_file.h"
+#include "io/json.h"
 
 // The format stores numbers little-endian, and qkgrad copies tensor bytes to and from the
 // file unchanged; a big-endian machine would need byte swaps here.
 static_assert(std::endian::native == std::endian::little,
-              "nn/safetensors.cpp assumes a little-endian machine");
+              "io/safetensors.cpp assumes a little-endian machine");
 
 namespace qkgrad::safetensors {
 

@@ -1,4 +1,4 @@
-#include "nn/checkpoint.h"
+#include "io/checkpoint.h"
 
 #include <cerrno>
 #include <cmath>
@@ -14,8 +14,8 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
-#include "nn/atomic_file.h"
-#include "nn/safetensors.h"
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
 
 namespace qkgrad {
 

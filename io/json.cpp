@@ -1,6 +1,6 @@
 // Json: the value type, the printer (dump) and a recursive-descent parser that reports the
-// line and column of the first problem. See nn/json.h.
-#include "nn/json.h"
+// line and column of the first problem. See io/json.h.
+#include "io/json.h"
 
 #include <charconv>
 #include <cmath>

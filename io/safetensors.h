@@ -37,7 +37,7 @@ struct Contents {
 };
 
 // Supported element types, by their safetensors names: F32, F64 and I64.
-// Writes the file atomically (nn/atomic_file.h): after a failure the old file is still there.
+// Writes the file atomically (io/atomic_file.h): after a failure the old file is still there.
 // The tensors may live on any device (each is copied to the host in turn). Names must be
 // unique, non-empty and not "__metadata__".
 void save(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,

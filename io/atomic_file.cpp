@@ -1,6 +1,6 @@
 // Atomic file writes (temporary file, fsync, rename, fsync the directory) and size-limited
-// whole-file reads. See nn/atomic_file.h for the recipe and why each step is there.
-#include "nn/atomic_file.h"
+// whole-file reads. See io/atomic_file.h for the recipe and why each step is there.
+#include "io/atomic_file.h"
 
 #include <fcntl.h>
 #include <signal.h>

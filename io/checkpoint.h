@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "nn/json.h"
+#include "io/json.h"
 #include "nn/transformer.h"
 
 namespace qkgrad {

@@ -1,5 +1,5 @@
 // Writing a file so that a crash, a full disk or an exception never leaves a half-written
-// file behind, and reading a whole file with a size limit. Checkpoints (nn/safetensors.h)
+// file behind, and reading a whole file with a size limit. Checkpoints (io/safetensors.h)
 // are written this way: after a failure, the previous checkpoint is still there, intact.
 //
 // The recipe (POSIX):

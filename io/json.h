@@ -1,5 +1,5 @@
 // Json: a small JSON value, parser and printer, enough for configuration files and the
-// header of a safetensors checkpoint (nn/safetensors.h). Not a general-purpose library:
+// header of a safetensors checkpoint (io/safetensors.h). Not a general-purpose library:
 // it favours clear error messages over speed.
 //
 //   Json cfg = Json::parse(text, "config.json");      // throws "config.json:3:14: ..." on errors
