@@ -54,8 +54,7 @@ bool cuda_available() {
 
 void Backend::not_implemented(const char* kernel) const {
   fail(cat("backend ", device_name(device()), ": kernel '", kernel,
-           "' is not implemented on this device yet (the CUDA kernels arrive with the CUDA "
-           "backend issue); run this op on the cpu"));
+           "' is not implemented by this backend; run this op on the cpu"));
 }
 
 void Backend::fill(Tensor&, double) { not_implemented("fill"); }

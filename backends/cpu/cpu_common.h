@@ -13,11 +13,6 @@ namespace qkgrad::cpu {
 using kernels::dispatch;      // backends/dtype_dispatch.h
 using kernels::dispatch_all;
 
-template <typename T>
-const T* in_ptr(const Tensor& t) {
-  return t.data<T>();
-}
-
 // Strides of `in` when broadcast to the shape `out` (NumPy rules, aligned from the right):
 // a broadcast dimension gets stride 0. Returned for out.rank() dimensions.
 struct BroadcastStrides {

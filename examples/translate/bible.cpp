@@ -26,6 +26,8 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "translate/strings.h"
+#include "translate/utf8.h"
 
 namespace qkgrad::translate {
 
@@ -90,54 +92,16 @@ std::string trim(std::string_view s) {
   return std::string(s.substr(begin, end - begin));
 }
 
-// Appends code point `cp` to `out` as UTF-8.
-void append_utf8(std::string& out, unsigned long cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
-// Decodes the code point at text[pos]; sets `size` to its length in bytes, or returns -1 (and
-// size 1) for a byte that does not start a well-formed sequence (a stray continuation byte, a
-// cut-off sequence, an overlong form, a surrogate, or a value above U+10FFFF).
-long decode_utf8(std::string_view text, std::size_t pos, std::size_t& size) {
-  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
-  const unsigned b0 = byte(pos);
-  size = 1;
-  if (b0 < 0x80) return static_cast<long>(b0);
-  // The lead byte gives the length, its payload bits, and the smallest code point that needs
-  // that many bytes (anything smaller is an overlong form).
-  std::size_t length = 0;
-  long cp = 0, min = 0;
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    length = 2, cp = b0 & 0x1F, min = 0x80;
-  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-    length = 3, cp = b0 & 0x0F, min = 0x800;
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    length = 4, cp = b0 & 0x07, min = 0x10000;
-  } else {
+// The code point at text[pos] and its length in `size`; -1 (and size 1) for a byte that does not
+// start a well-formed character (translate/utf8.h decodes).
+long code_point_at(std::string_view text, std::size_t pos, std::size_t& size) {
+  char32_t cp = 0;
+  size = decode_utf8(text, pos, cp);
+  if (size == 0) {
+    size = 1;
     return -1;
   }
-  if (pos + length > text.size()) return -1;
-  for (std::size_t i = 1; i < length; ++i) {
-    if ((byte(pos + i) & 0xC0) != 0x80) return -1;
-    cp = (cp << 6) | (byte(pos + i) & 0x3F);
-  }
-  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return -1;
-  size = length;
-  return cp;
+  return static_cast<long>(cp);
 }
 
 // Letter case for ASCII and Latin-1 (all that Spanish and English need): U+00C0-U+00DE are the
@@ -371,14 +335,14 @@ long last_code_point(const std::string& text) {
   while (start > 0 && (static_cast<unsigned char>(text[start - 1]) & 0xC0) == 0x80) --start;
   if (start == 0) return -1;
   std::size_t size = 1;
-  const long cp = decode_utf8(text, start - 1, size);
+  const long cp = code_point_at(text, start - 1, size);
   return start - 1 + size == text.size() ? cp : -1;
 }
 
 // True when `text` starts with a letter or a digit.
 bool starts_with_letter(std::string_view text) {
   std::size_t size = 1;
-  return !text.empty() && is_letter_or_digit(decode_utf8(text, 0, size));
+  return !text.empty() && is_letter_or_digit(code_point_at(text, 0, size));
 }
 
 // The last word of `text`, in lower case ASCII ("Dad" -> "dad").
@@ -459,7 +423,7 @@ std::string decode_entity(std::string_view name) {
   const unsigned long cp = std::strtoul(digits.c_str(), &end, hex ? 16 : 10);
   if (*end != '\0' || cp == 0 || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return "";
   std::string out;
-  append_utf8(out, cp);
+  append_utf8(out, static_cast<char32_t>(cp));
   return out;
 }
 
@@ -558,7 +522,7 @@ std::string normalise_spaces(const std::string& text) {
   std::string out;
   bool pending_space = false;
   for (std::size_t pos = 0, size = 1; pos < text.size(); pos += size) {
-    const long cp = decode_utf8(text, pos, size);
+    const long cp = code_point_at(text, pos, size);
     if (is_zero_width(cp)) continue;
     if (is_blank(cp)) {
       pending_space = !out.empty();
@@ -598,7 +562,7 @@ struct WordShape {
 WordShape shape_of(std::string_view word) {
   WordShape shape;
   for (std::size_t pos = 0, size = 1; pos < word.size(); pos += size) {
-    const long cp = decode_utf8(word, pos, size);
+    const long cp = code_point_at(word, pos, size);
     if (is_upper(cp) || is_lower(cp)) ++shape.letters;
     if (is_upper(cp)) ++shape.upper;
   }
@@ -608,7 +572,7 @@ WordShape shape_of(std::string_view word) {
 // The word's first letter as a code point, or -1 when it has none.
 long first_letter(std::string_view word) {
   for (std::size_t pos = 0, size = 1; pos < word.size(); pos += size) {
-    const long cp = decode_utf8(word, pos, size);
+    const long cp = code_point_at(word, pos, size);
     if (is_upper(cp) || is_lower(cp)) return cp;
   }
   return -1;
@@ -623,8 +587,8 @@ bool all_capitals(std::string_view word) {
 std::string lower_letters(std::string_view word) {
   std::string out;
   for (std::size_t pos = 0, size = 1; pos < word.size(); pos += size) {
-    const long cp = decode_utf8(word, pos, size);
-    if (is_upper(cp) || is_lower(cp)) append_utf8(out, static_cast<unsigned long>(to_lower(cp)));
+    const long cp = code_point_at(word, pos, size);
+    if (is_upper(cp) || is_lower(cp)) append_utf8(out, static_cast<char32_t>(to_lower(cp)));
   }
   return out;
 }
@@ -634,14 +598,14 @@ std::string recase(std::string_view word, bool capital) {
   std::string out;
   bool first = true;
   for (std::size_t pos = 0, size = 1; pos < word.size(); pos += size) {
-    const long cp = decode_utf8(word, pos, size);
+    const long cp = code_point_at(word, pos, size);
     if (cp < 0) {
       out += word[pos];
       continue;
     }
     const bool letter = is_upper(cp) || is_lower(cp);
     const long mapped = letter && first && capital ? to_upper(cp) : to_lower(cp);
-    append_utf8(out, static_cast<unsigned long>(mapped));
+    append_utf8(out, static_cast<char32_t>(mapped));
     if (letter) first = false;
   }
   return out;
@@ -665,7 +629,7 @@ bool starts_sentence(const std::vector<std::string>& words, std::size_t i) {
 
 bool is_valid_utf8(const std::string& text) {
   for (std::size_t pos = 0, size = 1; pos < text.size(); pos += size) {
-    if (decode_utf8(text, pos, size) < 0) return false;
+    if (code_point_at(text, pos, size) < 0) return false;
   }
   return true;
 }
@@ -1203,17 +1167,6 @@ std::size_t BibleStats::total_dropped() const {
   return total;
 }
 
-namespace {
-
-// "a, b, c".
-std::string join(const std::vector<std::string>& items) {
-  std::string text;
-  for (const std::string& item : items) text += (text.empty() ? "" : ", ") + item;
-  return text;
-}
-
-}  // namespace
-
 std::string BibleStats::summary() const {
   std::ostringstream s;
   s << "Spanish -> English Bible corpus (qkgrad examples/translate/bible.cpp)\n"
@@ -1229,10 +1182,10 @@ std::string BibleStats::summary() const {
     s << "  " << drop_reason_name(static_cast<DropReason>(i)) << ": " << dropped[i] << "\n";
   }
   s << "misaligned chapters dropped whole (" << misaligned_chapters.size()
-    << "): " << join(misaligned_chapters) << "\n\nbooks:\n";
+    << "): " << join(misaligned_chapters, ", ") << "\n\nbooks:\n";
   for (std::size_t i = 0; i < kSplits; ++i) {
     s << "  " << split_name(static_cast<Split>(i)) << " (" << books[i].size()
-      << "): " << join(books[i]) << "\n";
+      << "): " << join(books[i], ", ") << "\n";
   }
   return s.str();
 }

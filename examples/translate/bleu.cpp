@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "translate/strings.h"
 #include "translate/utf8.h"
 
 namespace qkgrad::translate {
@@ -97,16 +98,6 @@ std::string_view strip_trailing_whitespace(std::string_view text) {
     if (space == 0) content_end = i;
   }
   return text.substr(0, content_end);
-}
-
-// The words joined by single spaces, like Python's ' '.join(words).
-std::string join_words(const std::vector<std::string_view>& words) {
-  std::string out;
-  for (std::size_t k = 0; k < words.size(); ++k) {
-    if (k > 0) out += ' ';
-    out += words[k];
-  }
-  return out;
 }
 
 // `text` with all whitespace removed, like Python's ''.join(text.split()).
@@ -267,7 +258,7 @@ int64_t total_count(const NgramCounts& counts) {
 std::string bleu_words(std::string_view line, BleuTokenize tokenize) {
   const std::string_view stripped = strip_trailing_whitespace(line);
   if (tokenize == BleuTokenize::t13a) return tokenize_13a(stripped);
-  return join_words(split_words(stripped));
+  return join(split_words(stripped), " ");
 }
 
 // One segment's contribution to the corpus statistics.
@@ -476,7 +467,7 @@ std::string tokenize_13a(std::string_view line) {
   text = split_period_after_non_digit(text);
   text = split_period_before_non_digit(text);
   text = split_dash_after_digit(text);
-  return join_words(split_words(text));
+  return join(split_words(text), " ");
 }
 
 BleuStats corpus_bleu_stats(const std::vector<std::string>& hypotheses,

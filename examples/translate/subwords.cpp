@@ -18,16 +18,11 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "translate/stop_signals.h"
+#include "translate/strings.h"
 
 namespace qkgrad::translate {
 
 namespace {
-
-std::string join(const std::vector<std::string>& parts, const char* sep) {
-  std::string out;
-  for (std::size_t i = 0; i < parts.size(); ++i) out += (i ? sep : "") + parts[i];
-  return out;
-}
 
 // SentencePiece's advice names its own flags (--character_coverage) and limits below qkgrad's
 // minimum vocabulary of 8; say instead what a qkgrad user can do.

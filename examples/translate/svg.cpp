@@ -18,6 +18,7 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "translate/utf8.h"
 
 namespace qkgrad::translate::svg {
 
@@ -34,37 +35,6 @@ constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
 
 // The horizontal ellipsis U+2026, in UTF-8, that ends a shortened label.
 constexpr std::string_view kEllipsis = "\xE2\x80\xA6";
-
-// Decodes the UTF-8 code point that starts at text[i] into `code_point` and returns its length
-// in bytes (1 to 4), or 0 when the bytes there are not valid UTF-8 (a stray continuation byte,
-// a truncated sequence, an overlong encoding, a surrogate, a value above U+10FFFF).
-std::size_t decode_utf8(std::string_view text, std::size_t i, char32_t& code_point) {
-  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
-  const unsigned char lead = byte(i);
-  if (lead < 0x80) {
-    code_point = lead;
-    return 1;
-  }
-  std::size_t length = 0;
-  char32_t smallest = 0;  // the smallest code point that needs this many bytes
-  if ((lead & 0xE0) == 0xC0) {
-    length = 2, code_point = lead & 0x1F, smallest = 0x80;
-  } else if ((lead & 0xF0) == 0xE0) {
-    length = 3, code_point = lead & 0x0F, smallest = 0x800;
-  } else if ((lead & 0xF8) == 0xF0) {
-    length = 4, code_point = lead & 0x07, smallest = 0x10000;
-  } else {
-    return 0;
-  }
-  if (i + length > text.size()) return 0;
-  for (std::size_t k = 1; k < length; ++k) {
-    if ((byte(i + k) & 0xC0) != 0x80) return 0;
-    code_point = (code_point << 6) | (byte(i + k) & 0x3F);
-  }
-  const bool surrogate = code_point >= 0xD800 && code_point <= 0xDFFF;
-  if (code_point < smallest || code_point > 0x10FFFF || surrogate) return 0;
-  return length;
-}
 
 // XML 1.0 allows tab, newline, carriage return and everything from U+0020 up, except the
 // surrogates and U+FFFE / U+FFFF.

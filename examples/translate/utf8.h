@@ -1,7 +1,9 @@
-// UTF-8 decoding helpers shared by the corpus reader and the BLEU/chrF scorers.
+// UTF-8, the one place that decodes and encodes it: the corpus reader, the BLEU/chrF scorers,
+// the Bible text cleaner and the SVG writer all use these.
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 namespace qkgrad::translate {
@@ -51,6 +53,36 @@ inline std::size_t first_invalid_utf8(std::string_view text) {
     i += length;
   }
   return std::string_view::npos;
+}
+
+// Decodes the well-formed character at text[i] into `code_point` and returns its length in
+// bytes (1 to 4), or 0 when the bytes there are not one (see utf8_char_length).
+inline std::size_t decode_utf8(std::string_view text, std::size_t i, char32_t& code_point) {
+  const std::size_t length = utf8_char_length(text, i);
+  if (length == 0) return 0;
+  const unsigned char lead = byte_at(text, i);
+  code_point = length == 1 ? lead : lead & (0x7Fu >> length);  // the lead byte's payload bits
+  for (std::size_t k = 1; k < length; ++k) code_point = (code_point << 6) | (byte_at(text, i + k) & 0x3Fu);
+  return length;
+}
+
+// Appends code point `cp` (at most U+10FFFF, not a surrogate) to `out` as UTF-8.
+inline void append_utf8(std::string& out, char32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
 }
 
 }  // namespace qkgrad::translate
