@@ -182,10 +182,11 @@ TEST_CASE("argument errors are usage errors that name the option", "[translate][
     return args.parse(static_cast<int>(argv.size()), argv.data(), 0);
   };
   CHECK_THROWS_AS(parse({"--beam", "-1", "--run", "x"}), UsageError);
-  CHECK_THROWS_WITH(parse({"--beam", "-1", "--run", "x"}), Contains("--beam must be between 1 and 64, got -1"));
-  CHECK_THROWS_WITH(parse({"--bogus"}), Contains("unknown option '--bogus'"));
+  CHECK_THROWS_WITH(parse({"--beam", "-1", "--run", "x"}), Contains("--beam: must be between 1 and 64, got -1"));
+  CHECK_THROWS_WITH(parse({"--bogus", "--run", "r"}), Contains("The following argument was not expected: --bogus"));
   CHECK_THROWS_WITH(parse({"--beam", "3"}), Contains("--run is required"));
-  CHECK_THROWS_WITH(parse({"--beam", "x", "--run", "r"}), Contains("--beam needs an integer, got 'x'"));
+  CHECK_THROWS_WITH(parse({"--beam", "x", "--run", "r"}), Contains("--beam: needs an integer, got 'x'"));
+  CHECK_THROWS_WITH(parse({"--run", "--beam", "3"}), Contains("--run needs a value, but the next argument is the option '--beam'"));
   CHECK(parse({"--beam=8", "--run", "r"}));
   CHECK(beam == 8);
 }

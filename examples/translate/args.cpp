@@ -3,138 +3,121 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
-#include <sstream>
 
 #include "backends/backend.h"
 
 namespace qkgrad::translate {
 
-Args::Args(std::string program, std::string summary) : program_(std::move(program)), summary_(std::move(summary)) {}
+namespace {
+
+// CLI11 validators: each returns "" for a good value, else what is wrong with it (CLI11 puts
+// the option's name in front).
+CLI::Validator integer_in(int64_t min, int64_t max) {
+  return CLI::Validator(
+      [=](std::string& v) -> std::string {
+        int64_t x = 0;
+        const auto r = std::from_chars(v.data(), v.data() + v.size(), x);
+        const bool whole = r.ptr == v.data() + v.size();
+        if (r.ec == std::errc::result_out_of_range && whole) return cat("must be between ", min, " and ", max, ", got ", v);
+        if (r.ec != std::errc() || !whole) return cat("needs an integer, got '", v, "'");
+        if (x < min || x > max) return cat("must be between ", min, " and ", max, ", got ", x);
+        return "";
+      },
+      "", "integer");
+}
+
+CLI::Validator number_in(double min, double max) {
+  return CLI::Validator(
+      [=](std::string& v) -> std::string {
+        double x = 0;
+        const auto r = std::from_chars(v.data(), v.data() + v.size(), x);
+        if (r.ec != std::errc() || r.ptr != v.data() + v.size() || !std::isfinite(x)) {
+          return cat("needs a number, got '", v, "'");
+        }
+        if (x < min || x > max) return cat("must be between ", min, " and ", max, ", got ", x);
+        return "";
+      },
+      "", "number");
+}
+
+CLI::Validator one_of(const std::vector<std::string>& choices, const std::string& list) {
+  return CLI::Validator(
+      [=](std::string& v) -> std::string {
+        for (const auto& c : choices) {
+          if (c == v) return "";
+        }
+        return cat("must be one of ", list, ", got '", v, "'");
+      },
+      "", "choice");
+}
+
+}  // namespace
+
+Args::Args(std::string program, std::string summary) : program_(std::move(program)), app_(summary, program_) {
+  app_.get_formatter()->label("Usage", "usage");
+  app_.get_formatter()->label("OPTIONS", "options");
+  app_.option_defaults()->group("options");
+  app_.get_formatter()->column_width(30);
+  app_.set_help_flag("--help", "this text");
+  // As before CLI11: an option given twice takes its last value.
+  app_.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+}
 
 void Args::flag(const std::string& name, const std::string& help, bool* target) {
-  Option o{name, help, "", true, false, false, [target](const std::string&) { *target = true; }, ""};
-  options_.push_back(o);
+  app_.add_flag("--" + name, *target, help)->disable_flag_override();
 }
 
 void Args::option(const std::string& name, const std::string& help, std::string* target, bool required) {
-  options_.push_back({name, help, "TEXT", false, required, false, [target](const std::string& v) { *target = v; },
-                      target->empty() ? "" : *target});
+  CLI::Option* o = app_.add_option("--" + name, *target, help)->type_name("TEXT");
+  if (required) {
+    o->required();
+  } else if (!target->empty()) {
+    o->capture_default_str();
+  }
 }
 
 void Args::option(const std::string& name, const std::string& help, int64_t* target, int64_t min, int64_t max) {
-  const std::string program = program_;
-  options_.push_back({name, help, "N", false, false, false,
-                      [=](const std::string& v) {
-                        int64_t x = 0;
-                        const auto r = std::from_chars(v.data(), v.data() + v.size(), x);
-                        if (r.ec == std::errc::result_out_of_range && r.ptr == v.data() + v.size()) {
-                          throw UsageError(cat(program, ": --", name, " must be between ", min, " and ", max, ", got ", v));
-                        }
-                        if (r.ec != std::errc() || r.ptr != v.data() + v.size()) {
-                          throw UsageError(cat(program, ": --", name, " needs an integer, got '", v, "'"));
-                        }
-                        if (x < min || x > max) {
-                          throw UsageError(cat(program, ": --", name, " must be between ", min, " and ", max, ", got ", x));
-                        }
-                        *target = x;
-                      },
-                      std::to_string(*target)});
+  app_.add_option("--" + name, *target, help)->type_name("N")->check(integer_in(min, max))->capture_default_str();
 }
 
 void Args::option(const std::string& name, const std::string& help, double* target, double min, double max) {
-  const std::string program = program_;
-  options_.push_back({name, help, "X", false, false, false,
-                      [=](const std::string& v) {
-                        double x = 0;
-                        const auto r = std::from_chars(v.data(), v.data() + v.size(), x);
-                        if (r.ec != std::errc() || r.ptr != v.data() + v.size() || !std::isfinite(x)) {
-                          throw UsageError(cat(program, ": --", name, " needs a number, got '", v, "'"));
-                        }
-                        if (x < min || x > max) {
-                          throw UsageError(cat(program, ": --", name, " must be between ", min, " and ", max, ", got ", x));
-                        }
-                        *target = x;
-                      },
-                      cat(*target)});
+  app_.add_option("--" + name, *target, help)->type_name("X")->check(number_in(min, max))->capture_default_str();
 }
 
 void Args::choice(const std::string& name, const std::string& help, std::string* target,
                   const std::vector<std::string>& choices) {
   std::string list;
   for (const auto& c : choices) list += (list.empty() ? "" : "|") + c;
-  const std::string program = program_;
-  options_.push_back({name, help, list, false, false, false,
-                      [=](const std::string& v) {
-                        for (const auto& c : choices) {
-                          if (c == v) {
-                            *target = v;
-                            return;
-                          }
-                        }
-                        throw UsageError(cat(program, ": --", name, " must be one of ", list, ", got '", v, "'"));
-                      },
-                      *target});
+  CLI::Option* o = app_.add_option("--" + name, *target, help)->type_name(list)->check(one_of(choices, list));
+  if (!target->empty()) o->capture_default_str();
 }
 
 bool Args::parse(int argc, char** argv, int first) {
+  std::vector<const char*> args = {program_.c_str()};
   for (int i = first; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(help().c_str(), stdout);
-      return false;
+    // CLI11 would take the next argument as the value even when it is an option ("--run
+    // --resume" would train into ./--resume): refused here, naming both.
+    const std::string arg = argv[i];
+    const CLI::Option* o = arg.rfind("--", 0) == 0 && arg.find('=') == std::string::npos ? app_.get_option_no_throw(arg) : nullptr;
+    if (o != nullptr && o->get_expected_min() > 0 && i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) == 0) {
+      throw UsageError(cat(program_, ": ", arg, " needs a value, but the next argument is the option '", argv[i + 1],
+                           "'; give the value (", arg, " VALUE), or write ", arg, "=", argv[i + 1],
+                           " if the value really starts with --"));
     }
-    if (arg.rfind("--", 0) != 0) throw UsageError(cat(program_, ": unexpected argument '", arg, "' (options start with --)"));
-    std::string value;
-    bool has_value = false;
-    if (const auto eq = arg.find('='); eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-      has_value = true;
-    }
-    Option* found = nullptr;
-    for (Option& o : options_) {
-      if ("--" + o.name == arg) found = &o;
-    }
-    if (!found) throw UsageError(cat(program_, ": unknown option '", arg, "' (see --help)"));
-    if (found->is_flag) {
-      if (has_value) throw UsageError(cat(program_, ": ", arg, " takes no value"));
-      found->set("");
-    } else {
-      if (!has_value) {
-        if (i + 1 >= argc) throw UsageError(cat(program_, ": ", arg, " needs a value"));
-        // "--run --resume": the value is missing, and the next option must not become it (a
-        // run directory named "--resume"). A value that starts with "--" is given as --run=--x.
-        const std::string next = argv[i + 1];
-        if (next.rfind("--", 0) == 0) {
-          throw UsageError(cat(program_, ": ", arg, " needs a value, but the next argument is the option '", next,
-                               "'; give the value (", arg, " VALUE), or write ", arg, "=", next,
-                               " if the value really starts with --"));
-        }
-        value = argv[++i];
-      }
-      found->set(value);
-    }
-    found->seen = true;
+    args.push_back(argv[i]);
   }
-  for (const Option& o : options_) {
-    if (o.required && !o.seen) throw UsageError(cat(program_, ": --", o.name, " is required (see --help)"));
+  try {
+    app_.parse(static_cast<int>(args.size()), args.data());
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(help().c_str(), stdout);
+    return false;
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(cat(program_, ": ", e.what(), " (see --help)"));
   }
   return true;
 }
 
-std::string Args::help() const {
-  std::ostringstream out;
-  out << "usage: " << program_ << " [options]\n" << summary_ << "\n\noptions:\n";
-  for (const Option& o : options_) {
-    std::string left = "  --" + o.name + (o.is_flag ? "" : " " + o.metavar);
-    out << left << std::string(left.size() < 28 ? 28 - left.size() : 1, ' ') << o.help;
-    if (o.required) out << " (required)";
-    else if (!o.is_flag && !o.default_text.empty()) out << " (default " << o.default_text << ")";
-    out << "\n";
-  }
-  out << "  --help                    this text\n";
-  return out.str();
-}
+std::string Args::help() const { return app_.help(); }
 
 Device parse_device(const std::string& program, const std::string& name) {
   if (name == "cpu") return Device::cpu;

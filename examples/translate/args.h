@@ -1,9 +1,11 @@
-// A small command-line parser for the subcommands of qkgrad-translate: typed options with
-// ranges, required options, --help, and clear errors for unknown flags or bad values.
+// The command line of qkgrad-translate's subcommands, on CLI11 (Debian libcli11-dev): typed
+// options with ranges and choices, required options, generated --help. This file only declares
+// options and words the errors; CLI11 parses.
 #pragma once
 
+#include <CLI/CLI.hpp>
+
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -12,7 +14,7 @@
 
 namespace qkgrad::translate {
 
-// A usage error: the program prints it with the subcommand's help and exits with status 2.
+// A usage error: the program prints it and exits with status 2.
 class UsageError : public Error {
  public:
   using Error::Error;
@@ -29,19 +31,16 @@ class Args {
   void choice(const std::string& name, const std::string& help, std::string* target,
               const std::vector<std::string>& choices);
 
-  // Parses argv[first..]; returns false after printing the help for --help. Throws UsageError.
+  // Parses argv[first..]; returns false after printing the help for --help. Throws UsageError
+  // ("PROGRAM: --beam: must be between 1 and 64, got 0 (see --help)"). An option whose value is
+  // missing never takes the next option as its value: "--run --resume" is an error (a value that
+  // starts with -- is written --run=--x).
   bool parse(int argc, char** argv, int first);
   std::string help() const;
 
  private:
-  struct Option {
-    std::string name, help, metavar;
-    bool is_flag = false, required = false, seen = false;
-    std::function<void(const std::string&)> set;
-    std::string default_text;
-  };
-  std::string program_, summary_;
-  std::vector<Option> options_;
+  std::string program_;
+  CLI::App app_;
 };
 
 // The choices of every --device option, and its help text.
