@@ -1,4 +1,4 @@
-// libFuzzer target for BLEU and chrF (examples/translate/bleu.h) on arbitrary bytes, UTF-8 or
+// libFuzzer target for BLEU and chrF (translation/bleu.h) on arbitrary bytes, UTF-8 or
 // not.
 //
 // The whole input goes through tokenize_13a; then its lines, taken in pairs (hypothesis,
@@ -23,10 +23,10 @@
 #include <vector>
 
 #include "core/error.h"
-#include "translate/bleu.h"
-#include "translate/utf8.h"
+#include "translation/bleu.h"
+#include "io/text.h"
 
-using namespace qkgrad::translate;
+using namespace qkgrad::translation;
 
 namespace {
 

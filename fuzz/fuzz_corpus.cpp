@@ -1,4 +1,4 @@
-// libFuzzer target for the corpus reader and cleaner (examples/translate/corpus.h).
+// libFuzzer target for the corpus reader and cleaner (translation/corpus.h).
 //
 // The input is cut (FuzzedDataProvider) into a line-length limit, a source text and a target
 // text, each read as a file would be. A seed in fuzz/corpus/corpus is laid out as
@@ -26,9 +26,9 @@
 #include <vector>
 
 #include "core/error.h"
-#include "translate/corpus.h"
+#include "translation/corpus.h"
 
-using qkgrad::translate::ParallelCorpus;
+using qkgrad::translation::ParallelCorpus;
 
 namespace {
 
@@ -39,7 +39,7 @@ void require(bool condition, const char* what) {
 }
 
 // The offset of the first byte that does not start a well-formed UTF-8 character, or npos.
-// Written independently of translate/utf8.h: decode the code point, then reject overlong
+// Written independently of io/text.h: decode the code point, then reject overlong
 // forms, surrogates and values above U+10FFFF (RFC 3629), as Python's strict decoder does.
 std::size_t reference_first_invalid(std::string_view s) {
   std::size_t i = 0;
@@ -89,19 +89,19 @@ std::string without_spaces(std::string_view s) {
 
 void check_valid_utf8(const std::string& text) {
   std::size_t bad = 12345;
-  const bool valid = qkgrad::translate::valid_utf8(text, &bad);
+  const bool valid = qkgrad::translation::valid_utf8(text, &bad);
   const std::size_t expected = reference_first_invalid(text);
   require(valid == (expected == std::string_view::npos), "valid_utf8 disagrees with the reference");
   require(valid || bad == expected, "valid_utf8 reports a different first bad offset");
 }
 
 void check_normalize_spaces(const std::string& text) {
-  const std::string out = qkgrad::translate::normalize_spaces(text);
+  const std::string out = qkgrad::translation::normalize_spaces(text);
   require(out.empty() || (out.front() != ' ' && out.back() != ' '), "leading or trailing space");
   require(out.find("  ") == std::string::npos, "a doubled space");
   for (char c : out) require(c == ' ' || !is_space(c), "whitespace other than ' ' left");
   require(without_spaces(out) == without_spaces(text), "non-space bytes changed");
-  require(qkgrad::translate::normalize_spaces(out) == out, "not idempotent");
+  require(qkgrad::translation::normalize_spaces(out) == out, "not idempotent");
 }
 
 // split_text_lines on `text`; returns false if it (rightly) threw.
@@ -109,7 +109,7 @@ bool check_split(const std::string& text, std::vector<std::string>& lines) {
   const bool bad_input = text.find('\0') != std::string::npos ||
                          reference_first_invalid(text) != std::string_view::npos;
   try {
-    lines = qkgrad::translate::split_text_lines(text, "fuzz.txt");
+    lines = qkgrad::translation::split_text_lines(text, "fuzz.txt");
   } catch (const qkgrad::Error&) {
     require(bad_input, "split_text_lines refused a valid text");
     return false;
@@ -135,7 +135,7 @@ void check_parallel(const std::vector<std::string>& src, const std::vector<std::
                     std::size_t max_line_bytes) {
   ParallelCorpus corpus;
   try {
-    corpus = qkgrad::translate::make_parallel(src, tgt, "fuzz.src", "fuzz.tgt", max_line_bytes);
+    corpus = qkgrad::translation::make_parallel(src, tgt, "fuzz.src", "fuzz.tgt", max_line_bytes);
   } catch (const qkgrad::Error&) {
     return;  // different counts or nothing usable: both are documented errors
   }
@@ -147,7 +147,7 @@ void check_parallel(const std::vector<std::string>& src, const std::vector<std::
   for (std::size_t i = 0; i < corpus.src.size(); ++i) {
     for (const std::string* side : {&corpus.src[i], &corpus.tgt[i]}) {
       require(!side->empty() && side->size() <= max_line_bytes, "a kept line is empty or too long");
-      require(qkgrad::translate::normalize_spaces(*side) == *side, "a kept line is not normalised");
+      require(qkgrad::translation::normalize_spaces(*side) == *side, "a kept line is not normalised");
     }
   }
   require(!corpus.summary().empty(), "an empty summary");

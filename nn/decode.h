@@ -1,7 +1,7 @@
 // Greedy decoding with the encode-once / decode-step interface: the shortest decoder that shows
 // the interface, and the reference the translation program's beam search is tested against
 // (beam 1 must give the same tokens; tests/test_translate.cpp). Programs decode with that beam
-// search (examples/translate/beam_search.h).
+// search (translation/beam_search.h).
 #pragma once
 
 #include <vector>

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs qkgrad's libFuzzer targets (fuzz/) one after another, each for a fixed time:
 #   fuzz-safetensors  the safetensors reader (io/safetensors.h)
-#   fuzz-corpus       the corpus reader and cleaner (examples/translate/corpus.h)
-#   fuzz-bleu         the 13a tokenizer, BLEU and chrF (examples/translate/bleu.h)
+#   fuzz-corpus       the corpus reader and cleaner (translation/corpus.h)
+#   fuzz-bleu         the 13a tokenizer, BLEU and chrF (translation/bleu.h)
 #
 #   scripts/fuzz.sh [SECONDS]      (default 60 seconds per target; CI uses 60)
 #

@@ -1,4 +1,4 @@
-// Attention entropy / saturation statistics (examples/translate/attention_stats.h): the row
+// Attention entropy / saturation statistics (translation/attention_stats.h): the row
 // count, the ranges, and the two limits that can be computed by hand — g → 0 gives uniform rows
 // over the visible keys (normalised entropy 1, max probability 1/visible), a huge g saturates.
 #include <catch2/catch.hpp>
@@ -6,10 +6,10 @@
 #include <cmath>
 
 #include "core/autograd.h"
-#include "examples/translate/attention_stats.h"
+#include "translation/attention_stats.h"
 
 using namespace qkgrad;
-using namespace qkgrad::translate;
+using namespace qkgrad::translation;
 
 namespace {
 

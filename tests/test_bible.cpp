@@ -1,4 +1,4 @@
-// The Bible corpus (examples/translate/bible.h): parsing diatheke's output, cleaning verses
+// The Bible corpus (corpora/bible.h): parsing diatheke's output, cleaning verses
 // (snippets copied from the real spaRV1909eb and engWEB2015eb output), the alignment rules, the
 // book split, and one end-to-end run of prepare_bible when diatheke and both modules are
 // installed (apt-get install diatheke sword-text-sparv sword-text-web).
@@ -16,10 +16,10 @@
 #include <string>
 
 #include "core/error.h"
-#include "translate/bible.h"
+#include "corpora/bible.h"
 
 using namespace qkgrad;
-using namespace qkgrad::translate;
+using namespace qkgrad::corpora;
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 

@@ -1,4 +1,4 @@
-// examples/translate/bleu.h: sacreBLEU-compatible BLEU and chrF. Expected values come from
+// translation/bleu.h: sacreBLEU-compatible BLEU and chrF. Expected values come from
 // sacreBLEU's own tests and documentation where they exist (each case says where), and from
 // hand computation otherwise (the arithmetic is in the comments).
 #include <catch2/catch.hpp>
@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "core/error.h"
-#include "translate/bleu.h"
+#include "translation/bleu.h"
 
 using namespace qkgrad;
-using namespace qkgrad::translate;
+using namespace qkgrad::translation;
 using Catch::Matchers::Contains;
 
 namespace {

@@ -1,4 +1,4 @@
-// examples/translate/svg.h: line charts and heatmaps are well-formed standalone SVG, name every
+// plots/svg.h: line charts and heatmaps are well-formed standalone SVG, name every
 // panel and series, escape text, survive NaN and empty inputs, use round ticks, draw one cell
 // per value, and reject values that do not match their labels.
 #include <stdlib.h>
@@ -17,10 +17,10 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
-#include "translate/svg.h"
+#include "plots/svg.h"
 
 using namespace qkgrad;
-using namespace qkgrad::translate;
+
 using Catch::Matchers::Contains;
 
 namespace {

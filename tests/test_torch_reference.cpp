@@ -1,6 +1,6 @@
 // The PyTorch cross-check: tools/torch_reference.py rebuilds the Transformer in PyTorch from
 // docs/checkpoint.md alone and recomputes the loss and every gradient of a batch that qkgrad
-// dumped (examples/translate/grad_dump.h). Runs when /usr/bin/python3 can import torch
+// dumped (translation/grad_dump.h). Runs when /usr/bin/python3 can import torch
 // (Debian: apt-get install python3-torch); otherwise it warns and passes.
 #include <catch2/catch.hpp>
 
@@ -16,7 +16,7 @@
 
 #include "io/checkpoint.h"
 #include "nn/transformer.h"
-#include "translate/grad_dump.h"
+#include "translation/grad_dump.h"
 
 using namespace qkgrad;
 namespace fs = std::filesystem;
@@ -115,7 +115,7 @@ Batch padded_batch() {
 void write_inputs(const TempDir& dir, Seq2SeqTransformer& model) {
   save_checkpoint(dir / "ckpt", model, nullptr);
   const Batch b = padded_batch();
-  const double loss = translate::write_gradient_dump(model, b.src, b.src_lengths, b.tgt_in, b.tgt_out, b.tgt_lengths,
+  const double loss = translation::write_gradient_dump(model, b.src, b.src_lengths, b.tgt_in, b.tgt_out, b.tgt_lengths,
                                                      0.1, dir / "grads.safetensors");
   REQUIRE(std::isfinite(loss));
   REQUIRE(loss > 0);

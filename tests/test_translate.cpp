@@ -12,16 +12,16 @@
 #include "nn/decode.h"
 #include "io/json.h"
 #include "translate/args.h"
-#include "translate/batching.h"
-#include "translate/beam_search.h"
-#include "translate/corpus.h"
-#include "translate/run_dir.h"
-#include "translate/subwords.h"
-#include "translate/trainer.h"
+#include "translation/batching.h"
+#include "translation/beam_search.h"
+#include "translation/corpus.h"
+#include "translation/run_dir.h"
+#include "translation/subwords.h"
+#include "translation/trainer.h"
 #include "toy_seq2seq.h"
 
 using namespace qkgrad;
-using namespace qkgrad::translate;
+using namespace qkgrad::translation;
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 

@@ -5,7 +5,7 @@
                                      [--tolerance X]
 
 DIR is a qkgrad checkpoint (config.json + model.safetensors, docs/checkpoint.md). FILE is a
-gradient dump written by qkgrad::translate::write_gradient_dump (examples/translate/grad_dump.h):
+gradient dump written by qkgrad::translate::write_gradient_dump (translation/grad_dump.h):
 one batch ("src", "src_lengths", "tgt_in", "tgt_out", "tgt_lengths"), the loss qkgrad computed
 for it ("loss") and the gradient of every parameter ("grad.<name>"); its metadata gives the
 label smoothing, the pad id and the number of target tokens.

@@ -4,9 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "backends/backend.h"
 
-namespace qkgrad::translate {
+namespace qkgrad::translation {
 
 namespace {
 
@@ -119,15 +118,4 @@ bool Args::parse(int argc, char** argv, int first) {
 
 std::string Args::help() const { return app_.help(); }
 
-Device parse_device(const std::string& program, const std::string& name) {
-  if (name == "cpu") return Device::cpu;
-  if (name != "cuda") throw UsageError(cat(program, ": --device must be cpu or cuda, got '", name, "'"));
-  try {
-    (void)backend(Device::cuda);  // throws, saying why, without CUDA support or without a GPU
-  } catch (const Error& e) {
-    throw UsageError(cat(program, ": ", e.what()));
-  }
-  return Device::cuda;
-}
-
-}  // namespace qkgrad::translate
+}  // namespace qkgrad::translation

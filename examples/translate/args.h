@@ -9,16 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "core/dtype.h"
-#include "core/error.h"
+#include "translation/usage.h"
 
-namespace qkgrad::translate {
-
-// A usage error: the program prints it and exits with status 2.
-class UsageError : public Error {
- public:
-  using Error::Error;
-};
+namespace qkgrad::translation {
 
 class Args {
  public:
@@ -47,9 +40,4 @@ class Args {
 inline const std::vector<std::string> kDeviceChoices = {"cpu", "cuda"};
 inline constexpr const char* kDeviceHelp = "where the model runs (cuda: needs a CUDA build and a GPU)";
 
-// The device named by a --device value (one of kDeviceChoices), checked before any work starts:
-// cuda in a build without CUDA, or on a machine without a usable GPU, is a UsageError that
-// starts with `program` and carries the backend's explanation.
-Device parse_device(const std::string& program, const std::string& name);
-
-}  // namespace qkgrad::translate
+}  // namespace qkgrad::translation

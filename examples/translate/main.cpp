@@ -25,20 +25,21 @@
 #include "io/atomic_file.h"
 #include "io/json.h"
 #include "translate/args.h"
-#include "translate/attention_stats.h"
-#include "translate/batching.h"
-#include "translate/beam_search.h"
-#include "translate/bible.h"
-#include "translate/bleu.h"
-#include "translate/corpus.h"
-#include "translate/grad_dump.h"
-#include "translate/run_dir.h"
-#include "translate/stop_signals.h"
-#include "translate/svg.h"
-#include "translate/trainer.h"
+#include "translation/attention_stats.h"
+#include "translation/batching.h"
+#include "translation/beam_search.h"
+#include "corpora/bible.h"
+#include "translation/bleu.h"
+#include "translation/corpus.h"
+#include "translation/grad_dump.h"
+#include "translation/run_dir.h"
+#include "translation/stop_signals.h"
+#include "plots/svg.h"
+#include "translation/trainer.h"
 
 using namespace qkgrad;
-using namespace qkgrad::translate;
+using namespace qkgrad::translation;
+using namespace qkgrad::corpora;
 
 namespace {
 

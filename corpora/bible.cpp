@@ -1,7 +1,7 @@
 // The Bible corpus: running diatheke, parsing and cleaning its verses, aligning the Spanish and
 // English Bibles by reference, splitting by whole books and writing the files. See bible.h for
 // the pipeline and docs/bible-corpus.md for why each rule is what it is.
-#include "translate/bible.h"
+#include "corpora/bible.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -26,10 +26,9 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
-#include "translate/strings.h"
-#include "translate/utf8.h"
+#include "io/text.h"
 
-namespace qkgrad::translate {
+namespace qkgrad::corpora {
 
 // =========================================================================================
 // Books and the split
@@ -93,7 +92,7 @@ std::string trim(std::string_view s) {
 }
 
 // The code point at text[pos] and its length in `size`; -1 (and size 1) for a byte that does not
-// start a well-formed character (translate/utf8.h decodes).
+// start a well-formed character (io/text.h decodes).
 long code_point_at(std::string_view text, std::size_t pos, std::size_t& size) {
   char32_t cp = 0;
   size = decode_utf8(text, pos, cp);
@@ -1169,7 +1168,7 @@ std::size_t BibleStats::total_dropped() const {
 
 std::string BibleStats::summary() const {
   std::ostringstream s;
-  s << "Spanish -> English Bible corpus (qkgrad examples/translate/bible.cpp)\n"
+  s << "Spanish -> English Bible corpus (qkgrad corpora/bible.cpp)\n"
     << "spanish module: " << spanish_module << " (" << spanish_version << ")\n"
     << "english module: " << english_module << " (" << english_version << ")\n"
     << "diatheke: " << diatheke_version << "\n\n"
@@ -1216,4 +1215,4 @@ BibleStats prepare_bible(const BibleOptions& options) {
   return stats;
 }
 
-}  // namespace qkgrad::translate
+}  // namespace qkgrad::corpora

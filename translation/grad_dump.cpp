@@ -1,4 +1,4 @@
-#include "translate/grad_dump.h"
+#include "translation/grad_dump.h"
 
 #include <cstdio>
 #include <utility>
@@ -7,7 +7,7 @@
 #include "io/safetensors.h"
 #include "ops/ops.h"
 
-namespace qkgrad::translate {
+namespace qkgrad::translation {
 
 namespace {
 
@@ -99,4 +99,4 @@ double write_gradient_dump(Seq2SeqTransformer& model, const Tensor& src, const s
   return loss_value;
 }
 
-}  // namespace qkgrad::translate
+}  // namespace qkgrad::translation

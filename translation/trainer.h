@@ -7,7 +7,7 @@
 
 #include "nn/transformer.h"
 
-namespace qkgrad::translate {
+namespace qkgrad::translation {
 
 // Model size and training recipe. The paper's gl→en recipe is the "paper" preset; "demo" is sized
 // to train in about 20 minutes on 2 cores (README).
@@ -58,4 +58,4 @@ struct TrainOptions {
 // Runs the whole training; returns the process exit status (0, or 130 after Ctrl-C).
 int train(const TrainOptions& options);
 
-}  // namespace qkgrad::translate
+}  // namespace qkgrad::translation

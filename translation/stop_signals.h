@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 
-namespace qkgrad::translate {
+namespace qkgrad::translation {
 
 // Thrown where work stops on a signal before anything could be saved (e.g. while the subwords
 // train): main() prints the message and exits with exit_status().
@@ -40,4 +40,4 @@ class StopSignals {
 // "SIGTERM", "SIGINT", "SIGHUP", or "signal N".
 std::string signal_name(int signal);
 
-}  // namespace qkgrad::translate
+}  // namespace qkgrad::translation

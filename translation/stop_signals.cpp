@@ -1,10 +1,10 @@
-#include "translate/stop_signals.h"
+#include "translation/stop_signals.h"
 
 #include <signal.h>
 
 #include <csignal>
 
-namespace qkgrad::translate {
+namespace qkgrad::translation {
 
 namespace {
 
@@ -61,4 +61,4 @@ std::string signal_name(int signal) {
   }
 }
 
-}  // namespace qkgrad::translate
+}  // namespace qkgrad::translation

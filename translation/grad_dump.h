@@ -15,7 +15,7 @@
 #include "core/tensor.h"
 #include "nn/transformer.h"
 
-namespace qkgrad::translate {
+namespace qkgrad::translation {
 
 // One teacher-forced batch with dropout off (model.eval()): loss = label-smoothed cross-entropy
 // summed over non-pad target tokens, divided by their count; backward; writes a safetensors file
@@ -39,4 +39,4 @@ double write_gradient_dump(Seq2SeqTransformer& model, const Tensor& src, const s
                            const Tensor& tgt_in, const Tensor& tgt_out, const std::vector<int64_t>& tgt_lengths,
                            double smoothing, const std::string& path);
 
-}  // namespace qkgrad::translate
+}  // namespace qkgrad::translation

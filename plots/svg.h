@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-namespace qkgrad::translate::svg {
+namespace qkgrad::svg {
 
 // ---- Line charts ---------------------------------------------------------------------------
 
@@ -75,4 +75,4 @@ std::string escape_xml(std::string_view text);
 // lo and hi must be finite with lo <= hi and magnitudes at most 1e300.
 std::vector<double> nice_ticks(double lo, double hi, int target = 5);
 
-}  // namespace qkgrad::translate::svg
+}  // namespace qkgrad::svg

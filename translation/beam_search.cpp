@@ -1,4 +1,4 @@
-#include "translate/beam_search.h"
+#include "translation/beam_search.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "ops/ops.h"
 
-namespace qkgrad::translate {
+namespace qkgrad::translation {
 
 namespace {
 
@@ -182,4 +182,4 @@ std::vector<std::vector<int64_t>> translate_all(Seq2SeqTransformer& model, const
   return out;
 }
 
-}  // namespace qkgrad::translate
+}  // namespace qkgrad::translation

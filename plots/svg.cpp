@@ -1,4 +1,4 @@
-// SVG line charts and heatmaps. See translate/svg.h for what each function draws.
+// SVG line charts and heatmaps. See plots/svg.h for what each function draws.
 //
 // An SVG file is XML text: shapes (<rect>, <polyline>, <circle>, <text>) placed in pixel
 // coordinates, with y growing downwards. Each plot here is built in three steps:
@@ -7,7 +7,7 @@
 //   3. output: the elements appended to one std::string, every piece of text escaped.
 // Text widths are estimated (0.6 of the font size per character), which is close enough for
 // sans-serif fonts and keeps us free of any font library.
-#include "translate/svg.h"
+#include "plots/svg.h"
 
 #include <algorithm>
 #include <array>
@@ -18,9 +18,9 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
-#include "translate/utf8.h"
+#include "io/text.h"
 
-namespace qkgrad::translate::svg {
+namespace qkgrad::svg {
 
 namespace {
 
@@ -674,4 +674,4 @@ void write_svg(const std::string& path, const std::string& svg) {
                         [&](std::FILE* file) { std::fwrite(svg.data(), 1, svg.size(), file); });
 }
 
-}  // namespace qkgrad::translate::svg
+}  // namespace qkgrad::svg

@@ -11,7 +11,7 @@
 
 #include "nn/transformer.h"
 
-namespace qkgrad::translate {
+namespace qkgrad::translation {
 
 struct BeamOptions {
   int64_t beam = 4;
@@ -31,4 +31,4 @@ std::vector<std::vector<int64_t>> translate_all(Seq2SeqTransformer& model,
                                                 const std::vector<std::vector<int64_t>>& sources,
                                                 const BeamOptions& options, int64_t max_tokens = 2000);
 
-}  // namespace qkgrad::translate
+}  // namespace qkgrad::translation

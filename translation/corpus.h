@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-namespace qkgrad::translate {
+namespace qkgrad::translation {
 
 // The lines of a UTF-8 text file (line endings \n or \r\n, stripped). Throws an Error naming the
 // file and line for invalid UTF-8 or a NUL byte, and for a missing or unreadable file.
@@ -41,4 +41,4 @@ ParallelCorpus make_parallel(const std::vector<std::string>& src, const std::vec
                              const std::string& src_name, const std::string& tgt_name,
                              std::size_t max_line_bytes = 2000);
 
-}  // namespace qkgrad::translate
+}  // namespace qkgrad::translation

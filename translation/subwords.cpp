@@ -1,4 +1,4 @@
-#include "translate/subwords.h"
+#include "translation/subwords.h"
 
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
@@ -17,10 +17,10 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
-#include "translate/stop_signals.h"
-#include "translate/strings.h"
+#include "translation/stop_signals.h"
+#include "io/text.h"
 
-namespace qkgrad::translate {
+namespace qkgrad::translation {
 
 namespace {
 
@@ -240,4 +240,4 @@ std::string Subwords::piece(int64_t id) const {
 
 int64_t Subwords::vocab_size() const { return sp_->GetPieceSize(); }
 
-}  // namespace qkgrad::translate
+}  // namespace qkgrad::translation

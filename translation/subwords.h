@@ -11,7 +11,7 @@ namespace sentencepiece {
 class SentencePieceProcessor;
 }
 
-namespace qkgrad::translate {
+namespace qkgrad::translation {
 
 struct SubwordTraining {
   std::vector<std::string> text_files;  // all training text, source and target
@@ -25,7 +25,7 @@ class Subwords {
  public:
   // Trains a model. SentencePiece runs in a child process (it can abort on bad input and prints
   // a lot); its failure is an Error with its message and what to do (e.g. a smaller vocabulary).
-  // The child dies with this process; a stop signal (translate/stop_signals.h) ends it, removes
+  // The child dies with this process; a stop signal (translation/stop_signals.h) ends it, removes
   // its temporaries and throws Interrupted.
   static void train(const SubwordTraining& options);
 
@@ -52,4 +52,4 @@ class Subwords {
   std::string fingerprint_;
 };
 
-}  // namespace qkgrad::translate
+}  // namespace qkgrad::translation

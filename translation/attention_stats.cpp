@@ -1,5 +1,5 @@
 // Attention entropy and saturation per module (see attention_stats.h).
-#include "examples/translate/attention_stats.h"
+#include "translation/attention_stats.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include "io/json.h"
 #include "ops/ops.h"
 
-namespace qkgrad::translate {
+namespace qkgrad::translation {
 
 namespace {
 
@@ -121,4 +121,4 @@ std::string attention_statistics_jsonl(const std::vector<ModuleAttentionStats>& 
   return out;
 }
 
-}  // namespace qkgrad::translate
+}  // namespace qkgrad::translation

@@ -1,4 +1,4 @@
-#include "translate/trainer.h"
+#include "translation/trainer.h"
 
 #include <unistd.h>
 
@@ -23,17 +23,17 @@
 #include "nn/optim.h"
 #include "nn/schedule.h"
 #include "ops/ops.h"
-#include "translate/batching.h"
-#include "translate/beam_search.h"
-#include "translate/bleu.h"
-#include "translate/args.h"
-#include "translate/corpus.h"
-#include "translate/run_dir.h"
-#include "translate/stop_signals.h"
-#include "translate/subwords.h"
-#include "translate/svg.h"
+#include "plots/svg.h"
+#include "translation/batching.h"
+#include "translation/beam_search.h"
+#include "translation/bleu.h"
+#include "translation/corpus.h"
+#include "translation/run_dir.h"
+#include "translation/stop_signals.h"
+#include "translation/subwords.h"
+#include "translation/usage.h"
 
-namespace qkgrad::translate {
+namespace qkgrad::translation {
 
 namespace fs = std::filesystem;
 
@@ -1001,4 +1001,4 @@ int train(const TrainOptions& options) {
   return run.train_until_stopped();
 }
 
-}  // namespace qkgrad::translate
+}  // namespace qkgrad::translation

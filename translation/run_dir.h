@@ -13,9 +13,9 @@
 
 #include "core/error.h"
 #include "nn/transformer.h"
-#include "translate/subwords.h"
+#include "translation/subwords.h"
 
-namespace qkgrad::translate {
+namespace qkgrad::translation {
 
 struct RunDir {
   std::string root;
@@ -62,4 +62,4 @@ struct LoadedModel {
 };
 LoadedModel load_trained_model(const std::string& run_dir, Device device = Device::cpu);
 
-}  // namespace qkgrad::translate
+}  // namespace qkgrad::translation

@@ -8,7 +8,7 @@
 //
 // Where sacreBLEU's Python evaluates a formula in a particular order, the code here uses the
 // same order, so the doubles come out the same.
-#include "translate/bleu.h"
+#include "translation/bleu.h"
 
 #include <algorithm>
 #include <cmath>
@@ -17,10 +17,9 @@
 #include <unordered_map>
 
 #include "core/error.h"
-#include "translate/strings.h"
-#include "translate/utf8.h"
+#include "io/text.h"
 
-namespace qkgrad::translate {
+namespace qkgrad::translation {
 
 namespace {
 
@@ -515,4 +514,4 @@ double corpus_chrf(const std::vector<std::string>& hypotheses,
 }
 
 
-}  // namespace qkgrad::translate
+}  // namespace qkgrad::translation

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "examples/translate/batching.h"
+#include "translation/batching.h"
 #include "nn/transformer.h"
 
-namespace qkgrad::translate {
+namespace qkgrad::translation {
 
 struct ModuleAttentionStats {
   std::string module;            // e.g. "decoder.layers.1.cross_attn"
@@ -31,4 +31,4 @@ std::vector<ModuleAttentionStats> attention_statistics(Seq2SeqTransformer& model
 // One JSON object per module, one per line.
 std::string attention_statistics_jsonl(const std::vector<ModuleAttentionStats>& stats);
 
-}  // namespace qkgrad::translate
+}  // namespace qkgrad::translation

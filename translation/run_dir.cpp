@@ -1,4 +1,4 @@
-#include "translate/run_dir.h"
+#include "translation/run_dir.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "io/checkpoint.h"
 
-namespace qkgrad::translate {
+namespace qkgrad::translation {
 
 RunLock::RunLock(const RunDir& run) {
   const std::string path = run.lock();
@@ -103,4 +103,4 @@ LoadedModel load_trained_model(const std::string& run_dir, Device device) {
   return loaded;
 }
 
-}  // namespace qkgrad::translate
+}  // namespace qkgrad::translation

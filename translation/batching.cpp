@@ -1,4 +1,4 @@
-#include "translate/batching.h"
+#include "translation/batching.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include "core/error.h"
 #include "core/generator.h"
 
-namespace qkgrad::translate {
+namespace qkgrad::translation {
 
 Batch make_batch(const std::vector<Pair>& pairs, const std::vector<int64_t>& indices, Device device,
                  SpecialIds ids) {
@@ -93,4 +93,4 @@ double percentile(std::vector<int64_t> values, double q) {
   return static_cast<double>(values[std::min(index, values.size() - 1)]);
 }
 
-}  // namespace qkgrad::translate
+}  // namespace qkgrad::translation

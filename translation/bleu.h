@@ -29,7 +29,7 @@
 #include <string_view>
 #include <vector>
 
-namespace qkgrad::translate {
+namespace qkgrad::translation {
 
 // How BLEU splits a line into words.
 //   t13a: the mteval-v13a rules (sacreBLEU's default, for detokenized text)
@@ -85,6 +85,6 @@ BleuScore bleu_from_stats(const BleuStats& stats);
 double corpus_chrf(const std::vector<std::string>& hypotheses,
                    const std::vector<std::string>& references);
 
-// Files are read with read_text_lines (translate/corpus.h).
+// Files are read with read_text_lines (translation/corpus.h).
 
-}  // namespace qkgrad::translate
+}  // namespace qkgrad::translation

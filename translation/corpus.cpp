@@ -1,12 +1,12 @@
-#include "translate/corpus.h"
+#include "translation/corpus.h"
 
 #include <cstdio>
 
 #include "core/error.h"
 #include "io/atomic_file.h"
-#include "translate/utf8.h"
+#include "io/text.h"
 
-namespace qkgrad::translate {
+namespace qkgrad::translation {
 
 bool valid_utf8(const std::string& s, std::size_t* bad_offset) {
   const std::size_t bad = first_invalid_utf8(s);
@@ -138,4 +138,4 @@ ParallelCorpus make_parallel(const std::vector<std::string>& src, const std::vec
   return corpus;
 }
 
-}  // namespace qkgrad::translate
+}  // namespace qkgrad::translation

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-namespace qkgrad::translate {
+namespace qkgrad::corpora {
 
 // ---- Books and the split ----------------------------------------------------------------
 
@@ -207,4 +207,4 @@ struct BibleStats {
 // packages), when diatheke fails or runs past the timeout, or when a file cannot be written.
 BibleStats prepare_bible(const BibleOptions& options);
 
-}  // namespace qkgrad::translate
+}  // namespace qkgrad::corpora

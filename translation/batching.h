@@ -12,7 +12,7 @@
 
 #include "core/tensor.h"
 
-namespace qkgrad::translate {
+namespace qkgrad::translation {
 
 struct Pair {
   std::vector<int64_t> src, tgt;  // subword ids, without bos/eos
@@ -54,4 +54,4 @@ class BatchPlan {
 // percentile of the encoded training lengths sets QKNorm's initial gain.
 double percentile(std::vector<int64_t> values, double q);
 
-}  // namespace qkgrad::translate
+}  // namespace qkgrad::translation

@@ -1,12 +1,13 @@
-// UTF-8, the one place that decodes and encodes it: the corpus reader, the BLEU/chrF scorers,
-// the Bible text cleaner and the SVG writer all use these.
+// Text: UTF-8 (the one place that decodes and encodes it: the corpus reader, the BLEU/chrF
+// scorers, the Bible text cleaner and the SVG writer all use these) and joining strings.
 #pragma once
 
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
-namespace qkgrad::translate {
+namespace qkgrad {
 
 inline unsigned char byte_at(std::string_view text, std::size_t i) {
   return static_cast<unsigned char>(text[i]);
@@ -85,4 +86,16 @@ inline void append_utf8(std::string& out, char32_t cp) {
   }
 }
 
-}  // namespace qkgrad::translate
+// The parts with `separator` between them, like Python's separator.join(parts). Parts may be
+// anything a std::string can be appended with (std::string, std::string_view, const char*).
+template <typename Part>
+std::string join(const std::vector<Part>& parts, const std::string& separator) {
+  std::string out;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (i > 0) out += separator;
+    out += parts[i];
+  }
+  return out;
+}
+
+}  // namespace qkgrad
