@@ -26,6 +26,7 @@
 #include "translation/bleu.h"
 #include "io/text.h"
 
+using namespace qkgrad;
 using namespace qkgrad::translation;
 
 namespace {

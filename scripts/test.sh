@@ -9,7 +9,8 @@
 #                     and run the whole Catch2 suite and qkgrad-gradcheck there; any report fails.
 #     --fuzz SECONDS  also run each libFuzzer target (scripts/fuzz.sh) for SECONDS.
 #   CI (.ci/run) passes both: --sanitize --fuzz 60.
-# Counts: every Catch2 test case, every op checked by qkgrad-gradcheck, the CUDA emulation, the
+# Counts: the layer check (and its planted-include self-test), every Catch2 test case, every op
+# checked by qkgrad-gradcheck, the CUDA emulation, the
 # CUDA build, and (when asked) the sanitized suite and each fuzz target.
 # The last line is always "N passed, N failed"; the exit status is non-zero on any failure.
 set -uo pipefail
@@ -64,6 +65,26 @@ if ! configure_and_build build; then
   failed=$((failed + 1))
   finish
 fi
+
+# ---- the layers: no include points upward or sideways (scripts/layers.txt) ----
+stage "layer check (scripts/check_layers.sh)"
+if scripts/check_layers.sh; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1))
+fi
+# ... and the check itself catches a planted upward include (ops/ including nn/).
+planted=$(mktemp -d)
+mkdir -p "$planted/ops"
+printf '#include "core/tensor.h"\n#include "nn/module.h"\n' > "$planted/ops/planted.cpp"
+if scripts/check_layers.sh --root "$planted" 2>&1 | grep -q 'ops/planted.cpp:2: includes "nn/module.h"'; then
+  echo "layer check: a planted upward include (ops/ -> nn/) is caught"
+  passed=$((passed + 1))
+else
+  echo "error: the layer check did not catch a planted include of nn/ from ops/"
+  failed=$((failed + 1))
+fi
+rm -rf "$planted"
 
 # ---- Catch2 ----
 stage "Catch2 suite"

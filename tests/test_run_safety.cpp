@@ -314,8 +314,9 @@ TEST_CASE("run safety: damaged trainer counters, oversized configs and another r
   std::vector<std::string> resume = train_args(trained().data, run, 40);
   resume.push_back("--resume");
 
-  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+  for (const auto& edit : std::vector<std::pair<std::string, std::string>>{
            {"position", "-1"}, {"step", "-100"}, {"best_bleu", "nan"}, {"evals_since_best", "99999"}}) {
+    const std::string key = edit.first, value = edit.second;  // (clang 14: no lambda captures of bindings)
     INFO(key << " = " << value);
     const std::string original = read(last + "/trainer.safetensors");
     edit_safetensors(last + "/trainer.safetensors", [&](safetensors::Contents& c) { c.metadata[key] = value; });
