@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "io/text.h"
 
 namespace qkgrad {
 
@@ -462,24 +463,6 @@ class JsonParser {
     return value;
   }
 
-  static void append_utf8(std::string& out, unsigned cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-  }
-
   // A string literal; \uXXXX escapes become UTF-8 (a surrogate pair becomes one code point).
   std::string parse_string() {
     const std::size_t start = pos_;
@@ -529,7 +512,7 @@ class JsonParser {
             }
             cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
           }
-          append_utf8(out, cp);
+          append_utf8(out, static_cast<char32_t>(cp));  // io/text.h
           break;
         }
         default:

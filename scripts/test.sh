@@ -77,11 +77,13 @@ fi
 planted=$(mktemp -d)
 mkdir -p "$planted/ops"
 printf '#include "core/tensor.h"\n#include "nn/module.h"\n' > "$planted/ops/planted.cpp"
-if scripts/check_layers.sh --root "$planted" 2>&1 | grep -q 'ops/planted.cpp:2: includes "nn/module.h"'; then
+planted_out=$(scripts/check_layers.sh --root "$planted" 2>&1)
+planted_rc=$?
+if [ "$planted_rc" -eq 1 ] && [[ "$planted_out" == *'ops/planted.cpp:2: includes "nn/module.h"'* ]]; then
   echo "layer check: a planted upward include (ops/ -> nn/) is caught"
   passed=$((passed + 1))
 else
-  echo "error: the layer check did not catch a planted include of nn/ from ops/"
+  echo "error: the layer check did not catch a planted include of nn/ from ops/ (status $planted_rc): $planted_out"
   failed=$((failed + 1))
 fi
 rm -rf "$planted"
