@@ -36,7 +36,7 @@
 #include "core/tensor.h"
 #include "nn/optim.h"
 #include "nn/transformer.h"
-#include "ops/op_cases.h"
+#include "ops/checks/op_cases.h"
 #include "ops/op_table.h"
 #include "ops/ops.h"
 #include "toy_seq2seq.h"

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "ops/op_cases.h"
+#include "ops/checks/op_cases.h"
 #include "ops/ops.h"
 
 using namespace qkgrad;

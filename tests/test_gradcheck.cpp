@@ -6,7 +6,7 @@
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/gradcheck.h"
-#include "ops/op_cases.h"
+#include "ops/checks/op_cases.h"
 #include "ops/op_table.h"
 #include "ops/ops.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "ops/op_cases.h"
+#include "ops/checks/op_cases.h"
 #include "ops/op_table.h"
 
 namespace {

@@ -1,7 +1,7 @@
 // Gradient-check cases for the fused attention op, both modes: cross-attention (Tq != Tk),
 // padding masks, causal masks, H = 1 and H > 1, head sizes that are not a multiple of the SIMD
 // width, a per-head gain, attention dropout, and a batch entry with no visible key at all.
-#include "ops/op_cases.h"
+#include "ops/checks/op_cases.h"
 #include "ops/ops.h"
 
 namespace qkgrad {

@@ -1,5 +1,5 @@
 // Gradient-check cases for reshape and dtype conversion.
-#include "ops/op_cases.h"
+#include "ops/checks/op_cases.h"
 #include "ops/ops.h"
 
 namespace qkgrad {

@@ -1,7 +1,7 @@
 // Gradient-check cases for the elementwise ops: same shapes, broadcasting both ways, scalars,
 // size-1 dims, and an input used twice (gradients must add up).
 #include "core/error.h"
-#include "ops/op_cases.h"
+#include "ops/checks/op_cases.h"
 #include "ops/ops.h"
 
 namespace qkgrad {

@@ -1,7 +1,7 @@
 // Gradient-check cases for matmul: 2-D, batched, a shared 2-D operand on either side (its
 // gradient sums over the batch), non-square and size-1 dims.
 #include "core/error.h"
-#include "ops/op_cases.h"
+#include "ops/checks/op_cases.h"
 #include "ops/ops.h"
 
 namespace qkgrad {

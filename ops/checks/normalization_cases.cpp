@@ -1,5 +1,5 @@
 // Gradient-check cases for softmax, log_softmax, layer_norm, l2_normalize and scale_norm.
-#include "ops/op_cases.h"
+#include "ops/checks/op_cases.h"
 #include "ops/ops.h"
 
 namespace qkgrad {

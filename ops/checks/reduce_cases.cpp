@@ -1,5 +1,5 @@
 // Gradient-check cases for sum and mean: everything, each axis, negative axes, keepdim, size-1.
-#include "ops/op_cases.h"
+#include "ops/checks/op_cases.h"
 #include "ops/ops.h"
 
 namespace qkgrad {

@@ -1,7 +1,7 @@
 // Gradient-check cases for data movement: permute/transpose, concat, slice/split, pad, and the
 // indexed reads (with repeated indices, whose gradients must add up).
 #include "core/error.h"
-#include "ops/op_cases.h"
+#include "ops/checks/op_cases.h"
 #include "ops/ops.h"
 
 namespace qkgrad {

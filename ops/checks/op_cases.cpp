@@ -1,4 +1,4 @@
-#include "ops/op_cases.h"
+#include "ops/checks/op_cases.h"
 
 #include "ops/op_table.h"
 
