@@ -1,6 +1,6 @@
 // Compiled when qkgrad is built without CUDA (the default): the cuda device exists in the API
 // but every use explains how to get it.
-#include "backends/backend.h"
+#include "core/backend.h"
 #include "core/error.h"
 
 namespace qkgrad {

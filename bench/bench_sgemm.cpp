@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"
+#include "core/backend.h"
 #include "core/tensor.h"
 
 using namespace qkgrad;

@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"
+#include "core/backend.h"
 #include "core/autograd.h"
 #include "core/error.h"
 #include "nn/optim.h"

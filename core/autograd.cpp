@@ -3,7 +3,7 @@
 #include <atomic>
 #include <unordered_set>
 
-#include "backends/backend.h"
+#include "core/backend.h"
 #include "core/error.h"
 
 namespace qkgrad {

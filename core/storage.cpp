@@ -1,6 +1,6 @@
 #include "core/storage.h"
 
-#include "backends/backend.h"
+#include "core/backend.h"
 
 namespace qkgrad {
 

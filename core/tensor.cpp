@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "backends/backend.h"
+#include "core/backend.h"
 #include "core/autograd.h"
 #include "core/error.h"
 

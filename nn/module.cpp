@@ -1,6 +1,6 @@
 #include "nn/module.h"
 
-#include "backends/backend.h"
+#include "core/backend.h"
 #include "core/autograd.h"
 #include "core/error.h"
 

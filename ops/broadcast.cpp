@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "backends/backend.h"
+#include "core/backend.h"
 #include "core/error.h"
 #include "ops/ops.h"
 

@@ -1,5 +1,5 @@
 // Ops that change how a tensor is seen, not what it says: reshape and dtype conversion.
-#include "backends/backend.h"
+#include "core/backend.h"
 #include "core/autograd.h"
 #include "core/error.h"
 #include "ops/ops.h"

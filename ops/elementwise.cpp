@@ -5,7 +5,7 @@
 // the broadcast axis. sum_to_shape (ops/broadcast.cpp) does that for every binary op below.
 #include <cmath>
 
-#include "backends/backend.h"
+#include "core/backend.h"
 #include "core/autograd.h"
 #include "core/error.h"
 #include "ops/broadcast.h"

@@ -3,7 +3,7 @@
 // appears twice in a batch gets both gradients).
 #include <vector>
 
-#include "backends/backend.h"
+#include "core/backend.h"
 #include "core/autograd.h"
 #include "core/error.h"
 #include "ops/axis.h"

@@ -11,7 +11,7 @@
 // straight into the gradient buffers (GEMM's beta = 1 when a gradient is already there).
 #include <vector>
 
-#include "backends/backend.h"
+#include "core/backend.h"
 #include "core/autograd.h"
 #include "core/error.h"
 #include "ops/ops.h"

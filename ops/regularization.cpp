@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "backends/backend.h"
+#include "core/backend.h"
 #include "core/autograd.h"
 #include "core/error.h"
 #include "ops/ops.h"

@@ -3,7 +3,7 @@
 #include <numeric>
 #include <vector>
 
-#include "backends/backend.h"
+#include "core/backend.h"
 #include "core/autograd.h"
 #include "core/error.h"
 #include "ops/axis.h"

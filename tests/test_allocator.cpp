@@ -2,7 +2,7 @@
 // state that makes no system allocations.
 #include <catch2/catch.hpp>
 
-#include "backends/backend.h"
+#include "core/backend.h"
 #include "core/tensor.h"
 #include "ops/ops.h"
 

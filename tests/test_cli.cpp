@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "backends/backend.h"
+#include "core/backend.h"
 #include "cli_helpers.h"
 #include "core/error.h"
 #include "io/checkpoint.h"

@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"
+#include "core/backend.h"
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/tensor.h"
@@ -539,7 +539,7 @@ TEST_CASE("cuda: empty tensors and rows of all -inf behave as on the CPU", "[cud
 TEST_CASE("cuda: NaN and infinity propagate as on the CPU (forward)", "[cuda]") {
   if (skip_without_gpu()) return;
   // One NaN and one +∞ in a row each; the other rows are ordinary. The CPU's result is the
-  // contract (backends/backend.h), whatever it does with them.
+  // contract (core/backend.h), whatever it does with them.
   const Tensor x = Tensor::from_vector({0.5, NAN, -1.0, 2.0,      //
                                         1.0, 3.0, INFINITY, -2.0,  //
                                         0.25, -0.75, 1.5, 0.0},

@@ -2,7 +2,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "backends/backend.h"
+#include "core/backend.h"
 #include "backends/cpu/cpu_math.h"
 #include "backends/cpu/cpu_philox.h"
 #include "core/philox.h"

@@ -17,7 +17,7 @@
 #include <string>
 #include <string_view>
 
-#include "backends/backend.h"
+#include "core/backend.h"
 #include "core/error.h"
 #include "core/generator.h"
 #include "core/tensor.h"

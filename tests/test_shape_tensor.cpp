@@ -1,7 +1,7 @@
 // Shapes, tensor factories, element access, reshape sharing storage, conversions, printing.
 #include <catch2/catch.hpp>
 
-#include "backends/backend.h"
+#include "core/backend.h"
 #include "core/error.h"
 #include "core/tensor.h"
 #include "ops/ops.h"

@@ -14,7 +14,7 @@
 #include <memory>
 #include <optional>
 
-#include "backends/backend.h"
+#include "core/backend.h"
 #include "core/autograd.h"
 #include "core/error.h"
 #include "io/atomic_file.h"

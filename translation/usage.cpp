@@ -1,6 +1,6 @@
 #include "translation/usage.h"
 
-#include "backends/backend.h"
+#include "core/backend.h"
 
 namespace qkgrad::translation {
 

@@ -3,7 +3,7 @@
 // The kernels are spread over cpu_*.cpp by family; this header is the whole list.
 #pragma once
 
-#include "backends/backend.h"
+#include "core/backend.h"
 #include "backends/cpu/cpu_allocator.h"
 
 namespace qkgrad {

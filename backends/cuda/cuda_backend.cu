@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "backends/backend.h"
+#include "core/backend.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_common.cuh"

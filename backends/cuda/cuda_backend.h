@@ -22,7 +22,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "backends/backend.h"
+#include "core/backend.h"
 
 namespace qkgrad {
 

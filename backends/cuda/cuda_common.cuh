@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "backends/backend.h"
+#include "core/backend.h"
 #include "backends/dtype_dispatch.h"
 #include "backends/cuda/cuda_check.h"
 #include "core/error.h"

@@ -10,7 +10,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "backends/backend.h"
+#include "core/backend.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_common.cuh"
 #include "core/tensor.h"

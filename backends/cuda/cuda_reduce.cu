@@ -21,7 +21,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "backends/backend.h"
+#include "core/backend.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_common.cuh"

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "backends/backend.h"
+#include "core/backend.h"
 #include "core/error.h"
 #include "mlp/spirals.h"
 

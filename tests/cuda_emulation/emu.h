@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "backends/backend.h"
+#include "core/backend.h"
 #include "core/error.h"
 #include "core/philox.h"
 #include "core/tensor.h"

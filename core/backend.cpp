@@ -1,11 +1,10 @@
-#include "backends/backend.h"
+// The kernel interface's own parts: the names of the op enums, and the default of every kernel
+// (a clear Error naming it), which a backend overrides with the kernels it has.
+#include "core/backend.h"
 
-#include "backends/cpu/cpu_backend.h"
 #include "core/error.h"
 
 namespace qkgrad {
-
-Backend& cuda_backend();  // backends/cuda/cuda_backend.cu, or cuda_disabled.cpp
 
 const char* unary_op_name(UnaryOp op) {
   switch (op) {
@@ -35,21 +34,6 @@ const char* binary_op_name(BinaryOp op) {
     case BinaryOp::div: return "div";
   }
   return "?";
-}
-
-Backend& backend(Device device) {
-  if (device == Device::cpu) {
-    // Never destroyed: a tensor in a global or static variable may free its storage after
-    // every other static object is gone.
-    static CpuBackend* cpu = new CpuBackend;
-    return *cpu;
-  }
-  return cuda_backend();
-}
-
-bool cuda_available() {
-  const CudaInfo info = cuda_info();
-  return info.built && info.device_count > 0;
 }
 
 void Backend::not_implemented(const char* kernel) const {

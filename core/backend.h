@@ -1,4 +1,7 @@
-// The backend interface: every kernel an op needs, per device.
+// The backend interface: every kernel an op needs, per device. It lives in core/ because core
+// itself calls it (a tensor's storage, fills and copies); the devices are the layer above:
+// backends/ implements it (backends/cpu, backends/cuda) and defines backend(Device)
+// (backends/devices.cpp), set_num_threads and the CUDA queries below.
 //
 // Ops (ops/) validate shapes, allocate outputs and record the tape; then they call these
 // kernels. Kernels know nothing about autograd and do no shape policy: they trust the shapes
