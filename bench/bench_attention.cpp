@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "core/backend.h"
 #include "core/autograd.h"
+#include "core/backend.h"
 #include "core/error.h"
 #include "ops/ops.h"
 

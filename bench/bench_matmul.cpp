@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "core/backend.h"
 #include "core/autograd.h"
+#include "core/backend.h"
 #include "ops/ops.h"
 
 using namespace qkgrad;

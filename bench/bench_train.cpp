@@ -29,8 +29,8 @@
 #include <string>
 #include <vector>
 
-#include "core/backend.h"
 #include "core/autograd.h"
+#include "core/backend.h"
 #include "core/error.h"
 #include "nn/optim.h"
 #include "nn/transformer.h"

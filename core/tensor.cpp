@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "core/backend.h"
 #include "core/autograd.h"
+#include "core/backend.h"
 #include "core/error.h"
 
 namespace qkgrad {

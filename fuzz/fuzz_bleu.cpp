@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "translation/bleu.h"
 #include "io/text.h"
+#include "translation/bleu.h"
 
 using namespace qkgrad;
 using namespace qkgrad::translation;

@@ -1,7 +1,7 @@
 #include "nn/module.h"
 
-#include "core/backend.h"
 #include "core/autograd.h"
+#include "core/backend.h"
 #include "core/error.h"
 
 namespace qkgrad {

@@ -9,6 +9,7 @@
 
 #include <vector>
 
+#include "nn/kv_cache.h"
 #include "nn/layers.h"
 #include "ops/attention.h"
 

@@ -5,8 +5,8 @@
 
 #include <cmath>
 
-#include "core/backend.h"
 #include "core/autograd.h"
+#include "core/backend.h"
 #include "core/error.h"
 #include "ops/ops.h"
 #include "ops/validate.h"
@@ -131,43 +131,15 @@ double qknorm_initial_g(double length) {
   return std::log2(length * length - length);
 }
 
-// ---- the KV cache ----
-
-KVCache::KVCache(int64_t batch, int64_t capacity, int64_t width, DType dtype, Device device)
-    : keys_(Tensor::zeros({batch, capacity, width}, dtype, device)),
-      values_(Tensor::zeros({batch, capacity, width}, dtype, device)) {}
-
-void KVCache::append(const Tensor& k_step, const Tensor& v_step) {
-  check_same_dtype_device("KVCache::append", keys_, k_step);
-  check_same_dtype_device("KVCache::append", keys_, v_step);
-  const int64_t batch = keys_.size(0), width = keys_.size(2);
-  QKGRAD_CHECK(k_step.rank() == 3 && k_step.shape() == v_step.shape() && k_step.size(0) == batch &&
-                   k_step.size(2) == width,
-               "KVCache::append: k ", k_step.shape(), " and v ", v_step.shape(), " must both be [", batch,
-               ", t, ", width, "]");
-  const int64_t t = k_step.size(1);
-  QKGRAD_CHECK(length_ + t <= capacity(), "KVCache::append: ", length_, " cached + ", t,
-               " new steps exceed the capacity of ", capacity());
-  Backend& be = backend(keys_.device());
-  be.copy_block(k_step, t, 0, keys_, capacity(), length_, batch, t, width, false);
-  be.copy_block(v_step, t, 0, values_, capacity(), length_, batch, t, width, false);
-  keys_.impl()->storage->bump_version();
-  values_.impl()->storage->bump_version();
-  length_ += t;
-}
-
-void KVCache::select_rows(const Tensor& rows) {
-  NoGradGuard no_grad;
-  keys_ = index_select(keys_, 0, rows);
-  values_ = index_select(values_, 0, rows);
-}
-
-AttentionOutput attention_step(const Tensor& q, const KVCache& cache, const Tensor& g, AttentionOptions o) {
-  QKGRAD_CHECK(q.rank() == 3 && q.size(1) <= cache.length(), "attention_step: q ", q.shape(),
-               " has more steps than the ", cache.length(), " in the cache (append their keys first)");
-  o.kv_length = cache.length();
-  if (o.causal) o.query_offset = cache.length() - q.size(1);
-  return attention(q, cache.keys(), cache.values(), g, o);
+AttentionOutput attention_step(const Tensor& q, const Tensor& keys, const Tensor& values, int64_t length,
+                               const Tensor& g, AttentionOptions o) {
+  QKGRAD_CHECK(length >= 0 && length <= keys.size(1), "attention_step: length ", length, " is outside the ",
+               keys.size(1), " cached rows");
+  QKGRAD_CHECK(q.rank() == 3 && q.size(1) <= length, "attention_step: q ", q.shape(), " has more steps than the ",
+               length, " in the cache (append their keys first)");
+  o.kv_length = length;
+  if (o.causal) o.query_offset = length - q.size(1);
+  return attention(q, keys, values, g, o);
 }
 
 }  // namespace qkgrad

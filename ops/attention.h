@@ -52,30 +52,11 @@ AttentionOutput attention_reference(const Tensor& q, const Tensor& k, const Tens
 // lengths (in subword tokens). For L = 72, g₀ ≈ 12.3.
 double qknorm_initial_g(double length);
 
-// Keys and values of the steps decoded so far, for incremental (one step at a time) decoding.
-class KVCache {
- public:
-  KVCache(int64_t batch, int64_t capacity, int64_t width, DType dtype = DType::f32,
-          Device device = Device::cpu);
-  // Appends k_step, v_step ([B, t, width]) after the cached steps. No gradient flows into the
-  // cache (use it under NoGradGuard, at inference).
-  void append(const Tensor& k_step, const Tensor& v_step);
-  // Keeps batch entries rows[0], rows[1], ... (i64, may repeat): beam search reorders its
-  // hypotheses this way. The batch size becomes rows.numel().
-  void select_rows(const Tensor& rows);
-  int64_t length() const { return length_; }
-  int64_t capacity() const { return keys_.size(1); }
-  const Tensor& keys() const { return keys_; }      // [B, capacity, width]; first length() used
-  const Tensor& values() const { return values_; }
-
- private:
-  Tensor keys_, values_;
-  int64_t length_ = 0;
-};
-
-// Attention of the newest query steps q [B, t, H·d] over everything in the cache (which must
-// already hold their keys and values): equal to the last t rows of the full causal computation.
-AttentionOutput attention_step(const Tensor& q, const KVCache& cache, const Tensor& g,
-                               AttentionOptions options);
+// Attention of the newest query steps q [B, t, H·d] over the first `length` rows of keys and
+// values [B, capacity, H·d], which must already hold the keys and values of those steps: equal
+// to the last t rows of the full causal computation. (nn/kv_cache.h keeps such a cache for
+// incremental decoding.)
+AttentionOutput attention_step(const Tensor& q, const Tensor& keys, const Tensor& values, int64_t length,
+                               const Tensor& g, AttentionOptions options);
 
 }  // namespace qkgrad

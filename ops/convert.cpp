@@ -1,6 +1,6 @@
 // Ops that change how a tensor is seen, not what it says: reshape and dtype conversion.
-#include "core/backend.h"
 #include "core/autograd.h"
+#include "core/backend.h"
 #include "core/error.h"
 #include "ops/ops.h"
 #include "ops/validate.h"

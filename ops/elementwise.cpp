@@ -5,8 +5,8 @@
 // the broadcast axis. sum_to_shape (ops/broadcast.cpp) does that for every binary op below.
 #include <cmath>
 
-#include "core/backend.h"
 #include "core/autograd.h"
+#include "core/backend.h"
 #include "core/error.h"
 #include "ops/broadcast.h"
 #include "ops/ops.h"

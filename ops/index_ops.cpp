@@ -3,8 +3,8 @@
 // appears twice in a batch gets both gradients).
 #include <vector>
 
-#include "core/backend.h"
 #include "core/autograd.h"
+#include "core/backend.h"
 #include "core/error.h"
 #include "ops/axis.h"
 #include "ops/ops.h"

@@ -7,8 +7,8 @@
 // The forward writes b into every row of y, then lets GEMM add x Wᵀ on top (beta = 1).
 #include <vector>
 
-#include "core/backend.h"
 #include "core/autograd.h"
+#include "core/backend.h"
 #include "core/error.h"
 #include "ops/ops.h"
 #include "ops/validate.h"

@@ -1,8 +1,8 @@
 // Losses: the fused label-smoothed cross-entropy over logits, and NLL over log-probabilities.
 // Both return the summed loss over the non-ignored rows and how many rows that was, so a
 // trainer can normalise by tokens however it likes (per batch, per sentence, ...).
-#include "core/backend.h"
 #include "core/autograd.h"
+#include "core/backend.h"
 #include "core/error.h"
 #include "ops/ops.h"
 #include "ops/validate.h"

@@ -11,8 +11,8 @@
 // straight into the gradient buffers (GEMM's beta = 1 when a gradient is already there).
 #include <vector>
 
-#include "core/backend.h"
 #include "core/autograd.h"
+#include "core/backend.h"
 #include "core/error.h"
 #include "ops/ops.h"
 #include "ops/validate.h"

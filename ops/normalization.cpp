@@ -1,8 +1,8 @@
 // Normalisations over the last axis, each fused into one kernel pass per direction:
 // softmax, log_softmax, layer_norm, l2_normalize and scale_norm. Each is also tested against
 // the same function composed from primitive ops (tests/test_fused_vs_composed.cpp).
-#include "core/backend.h"
 #include "core/autograd.h"
+#include "core/backend.h"
 #include "core/error.h"
 #include "ops/ops.h"
 #include "ops/validate.h"

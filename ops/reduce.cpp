@@ -6,11 +6,11 @@
 #include <optional>
 #include <vector>
 
-#include "core/backend.h"
 #include "core/autograd.h"
+#include "core/backend.h"
 #include "core/error.h"
-#include "ops/broadcast.h"
 #include "ops/axis.h"
+#include "ops/broadcast.h"
 #include "ops/ops.h"
 #include "ops/validate.h"
 

@@ -6,9 +6,10 @@
 
 #include <cmath>
 
-#include "core/backend.h"
 #include "core/autograd.h"
+#include "core/backend.h"
 #include "core/error.h"
+#include "nn/kv_cache.h"
 #include "ops/ops.h"
 
 using namespace qkgrad;

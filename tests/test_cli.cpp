@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/backend.h"
 #include "cli_helpers.h"
+#include "core/backend.h"
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "io/json.h"

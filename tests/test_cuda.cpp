@@ -30,8 +30,8 @@
 #include <string>
 #include <vector>
 
-#include "core/backend.h"
 #include "core/autograd.h"
+#include "core/backend.h"
 #include "core/error.h"
 #include "core/tensor.h"
 #include "nn/optim.h"

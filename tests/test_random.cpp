@@ -2,9 +2,9 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "core/backend.h"
 #include "backends/cpu/cpu_math.h"
 #include "backends/cpu/cpu_philox.h"
+#include "core/backend.h"
 #include "core/philox.h"
 #include "core/tensor.h"
 

@@ -25,7 +25,6 @@
 #include <thread>
 #include <vector>
 
-#include "reliability_helpers.h"
 #include "core/autograd.h"
 #include "core/error.h"
 #include "io/atomic_file.h"
@@ -33,6 +32,7 @@
 #include "io/json.h"
 #include "io/safetensors.h"
 #include "nn/transformer.h"
+#include "reliability_helpers.h"
 
 using namespace qkgrad;
 using namespace qkgrad::test_cli;

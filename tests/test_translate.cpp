@@ -9,8 +9,9 @@
 #include "core/autograd.h"
 #include "core/error.h"
 #include "io/checkpoint.h"
-#include "nn/decode.h"
 #include "io/json.h"
+#include "nn/decode.h"
+#include "toy_seq2seq.h"
 #include "translate/args.h"
 #include "translation/batching.h"
 #include "translation/beam_search.h"
@@ -18,7 +19,6 @@
 #include "translation/run_dir.h"
 #include "translation/subwords.h"
 #include "translation/trainer.h"
-#include "toy_seq2seq.h"
 
 using namespace qkgrad;
 using namespace qkgrad::translation;

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "translation/batching.h"
 #include "nn/transformer.h"
+#include "translation/batching.h"
 
 namespace qkgrad::translation {
 

@@ -17,8 +17,8 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
-#include "translation/stop_signals.h"
 #include "io/text.h"
+#include "translation/stop_signals.h"
 
 namespace qkgrad::translation {
 

@@ -14,8 +14,8 @@
 #include <memory>
 #include <optional>
 
-#include "core/backend.h"
 #include "core/autograd.h"
+#include "core/backend.h"
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"

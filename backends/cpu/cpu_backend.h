@@ -3,8 +3,8 @@
 // The kernels are spread over cpu_*.cpp by family; this header is the whole list.
 #pragma once
 
-#include "core/backend.h"
 #include "backends/cpu/cpu_allocator.h"
+#include "core/backend.h"
 
 namespace qkgrad {
 

@@ -27,10 +27,10 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/backend.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_common.cuh"
+#include "core/backend.h"
 #include "core/error.h"
 #include "core/philox.h"
 #include "core/tensor.h"

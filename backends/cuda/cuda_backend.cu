@@ -8,10 +8,10 @@
 #include <cstdlib>
 #include <string>
 
-#include "core/backend.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_common.cuh"
+#include "core/backend.h"
 #include "core/philox.h"
 #include "core/tensor.h"
 

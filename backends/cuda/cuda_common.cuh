@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "core/backend.h"
-#include "backends/dtype_dispatch.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/dtype_dispatch.h"
+#include "core/backend.h"
 #include "core/error.h"
 #include "core/shape.h"
 #include "core/tensor.h"

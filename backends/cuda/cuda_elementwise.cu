@@ -11,9 +11,9 @@
 
 #include <cstdint>
 
-#include "core/backend.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_common.cuh"
+#include "core/backend.h"
 #include "core/tensor.h"
 
 namespace qkgrad {

@@ -21,10 +21,10 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "core/backend.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_common.cuh"
+#include "core/backend.h"
 #include "core/tensor.h"
 
 namespace qkgrad {

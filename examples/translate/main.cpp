@@ -22,19 +22,19 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "corpora/bible.h"
 #include "io/atomic_file.h"
 #include "io/json.h"
+#include "plots/svg.h"
 #include "translate/args.h"
 #include "translation/attention_stats.h"
 #include "translation/batching.h"
 #include "translation/beam_search.h"
-#include "corpora/bible.h"
 #include "translation/bleu.h"
 #include "translation/corpus.h"
 #include "translation/grad_dump.h"
 #include "translation/run_dir.h"
 #include "translation/stop_signals.h"
-#include "plots/svg.h"
 #include "translation/trainer.h"
 
 using namespace qkgrad;

@@ -1,0 +1,38 @@
+// Keys and values of the steps decoded so far, for incremental (one step at a time) decoding:
+// the decoder's self-attention appends each step's keys and values, and attends over them with
+// ops' attention_step; beam search reorders the cache's rows with its hypotheses.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+#include "ops/attention.h"
+
+namespace qkgrad {
+
+class KVCache {
+ public:
+  KVCache(int64_t batch, int64_t capacity, int64_t width, DType dtype = DType::f32,
+          Device device = Device::cpu);
+  // Appends k_step, v_step ([B, t, width]) after the cached steps. No gradient flows into the
+  // cache (use it under NoGradGuard, at inference).
+  void append(const Tensor& k_step, const Tensor& v_step);
+  // Keeps batch entries rows[0], rows[1], ... (i64, may repeat): beam search reorders its
+  // hypotheses this way. The batch size becomes rows.numel().
+  void select_rows(const Tensor& rows);
+  int64_t length() const { return length_; }
+  int64_t capacity() const { return keys_.size(1); }
+  const Tensor& keys() const { return keys_; }      // [B, capacity, width]; first length() used
+  const Tensor& values() const { return values_; }
+
+ private:
+  Tensor keys_, values_;
+  int64_t length_ = 0;
+};
+
+// attention_step (ops/attention.h) over everything in `cache`.
+inline AttentionOutput attention_step(const Tensor& q, const KVCache& cache, const Tensor& g, AttentionOptions options) {
+  return attention_step(q, cache.keys(), cache.values(), cache.length(), g, options);
+}
+
+}  // namespace qkgrad
