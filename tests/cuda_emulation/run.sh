@@ -5,7 +5,8 @@
 # model, real scheduling, CUDA's math library or speed (docs/cuda-backend.md).
 #
 #   tests/cuda_emulation/run.sh [--full] [BUILD]
-#     BUILD   a configured CPU build whose libqkgrad.a is up to date (default build/)
+#     BUILD   a configured CPU build whose layer libraries (libqkgrad-*.a) are up to date
+#             (default build/)
 #     --full  also under AddressSanitizer, and the long rows (300 keys, 260 queries): minutes
 #
 # Each pass runs every configuration with a different tile and grid limit, so the kernels'
@@ -17,11 +18,17 @@ full=0
 [ "${1:-}" = "--full" ] && { full=1; shift; }
 build=${1:-build}
 out=build-emulation
-if [ ! -f "$build/libqkgrad.a" ]; then
-  echo "error: $build/libqkgrad.a not found: build it first (meson setup $build && ninja -C $build)"
-  echo "0 passed, 1 failed"
-  exit 1
-fi
+# The library's layers (meson.build), grouped: core calls backend(), which backends defines.
+libs=()
+for layer in io nn ops backends core; do
+  lib=$build/libqkgrad-$layer.a
+  if [ ! -f "$lib" ]; then
+    echo "error: $lib not found: build it first (meson setup $build && ninja -C $build)"
+    echo "0 passed, 1 failed"
+    exit 1
+  fi
+  libs+=("$lib")
+done
 mkdir -p "$out"
 python3 tests/cuda_emulation/extract_attention.py . "$out" || { echo "0 passed, 1 failed"; exit 1; }
 
@@ -30,7 +37,7 @@ compile() {
   local name=$1
   shift
   g++ -std=c++20 -O1 -g -Wall -Wextra -Werror -I. -I"$out" -Itests/cuda_emulation "$@" \
-    tests/cuda_emulation/attention_emulation.cpp "$build/libqkgrad.a" -lopenblas -fopenmp -pthread \
+    tests/cuda_emulation/attention_emulation.cpp -Wl,--start-group "${libs[@]}" -Wl,--end-group -lopenblas -fopenmp -pthread \
     -o "$out/$name"
 }
 compile attention_emulation || { echo "0 passed, 1 failed"; exit 1; }
