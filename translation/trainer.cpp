@@ -573,14 +573,16 @@ std::string finished_because(const LoopState& s, const Preset& p, int64_t patien
   return "";
 }
 
-// The name of the first parameter (or its gradient) holding a NaN or ±inf, or "".
-std::string first_non_finite(Seq2SeqTransformer& model, bool gradients) {
+// The name of the first parameter (or its gradient) holding a NaN or ±inf, or "". `params` is
+// the model's parameters() (the training run keeps that list): one pass over all of them covers
+// the common, finite case; only then are the names looked up, one tensor at a time.
+std::string first_non_finite(const Seq2SeqTransformer& model, const std::vector<Tensor>& params, bool gradients) {
   std::vector<Tensor> all;
-  for (const auto& [name, p] : model.named_parameters()) {
-    const Tensor t = gradients ? p.grad() : Tensor(p);
+  for (const Tensor& p : params) {
+    const Tensor t = gradients ? p.grad() : p;
     if (t.defined()) all.push_back(t);
   }
-  if (std::isfinite(backend(model.device()).sum_of_squares(all))) return "";  // one pass for all
+  if (std::isfinite(backend(model.device()).sum_of_squares(all))) return "";
   for (const auto& [name, p] : model.named_parameters()) {
     const Tensor t = gradients ? p.grad() : Tensor(p);
     if (t.defined() && !std::isfinite(backend(t.device()).sum_of_squares({t}))) return name;
@@ -645,6 +647,7 @@ class TrainingRun {
     AdamOptions adam;
     adam.lr = r_.p.lr;
     opt_ = std::make_unique<Adam>(model_->named_parameters(), adam);
+    params_ = model_->parameters();
     schedule_ = make_schedule(r_.p);
     plan_ = std::make_unique<BatchPlan>(data_.train, r_.p.batch_tokens);
     if (o_.resume && !resume_state()) return false;
@@ -772,7 +775,11 @@ class TrainingRun {
 
   // The batch at the current position of the epoch order; false (and the next epoch) at its end.
   bool next_batch() {
-    const std::vector<int64_t> order = plan_->epoch_order(static_cast<uint64_t>(o_.seed), s_.epoch);
+    if (order_epoch_ != s_.epoch) {  // the permutation of an epoch, made once per epoch
+      order_ = plan_->epoch_order(static_cast<uint64_t>(o_.seed), s_.epoch);
+      order_epoch_ = s_.epoch;
+    }
+    const std::vector<int64_t>& order = order_;
     if (s_.position >= static_cast<int64_t>(order.size())) {
       ++s_.epoch;
       s_.position = 0;
@@ -796,7 +803,7 @@ class TrainingRun {
     grad_norm_ = NAN;
     if (std::isfinite(loss_value)) {
       per_token.backward();
-      grad_norm_ = clip_grad_norm(model_->parameters(), o_.clip);
+      grad_norm_ = clip_grad_norm(params_, o_.clip);
     } else {
       tape().clear();  // no backward through a non-finite loss
     }
@@ -818,7 +825,7 @@ class TrainingRun {
   // state. Skip the batch (--on-nan skip; returns false) or stop with a checkpoint of the last
   // good state (the parameters are still those from before this batch).
   bool guard_non_finite(double loss_value) {
-    const std::string culprit = std::isfinite(loss_value) ? "the gradient of " + first_non_finite(*model_, true) : "the loss";
+    const std::string culprit = std::isfinite(loss_value) ? "the gradient of " + first_non_finite(*model_, params_, true) : "the loss";
     const std::string what = cat("step ", s_.step + 1, " (epoch ", s_.epoch + 1, ", batch ", s_.position,
                                  " of the epoch order, ", batch_.indices.size(),
                                  " sentence pairs starting with training pair ", batch_.indices.front(), "): ", culprit,
@@ -839,7 +846,7 @@ class TrainingRun {
   // The update itself must leave finite weights (a non-finite optimizer moment, an overflow):
   // otherwise the weights are lost for good, and nothing of them may be saved.
   void check_update_finite() {
-    const std::string bad = first_non_finite(*model_, false);
+    const std::string bad = first_non_finite(*model_, params_, false);
     if (bad.empty()) return;
     fail(cat("train: the update of step ", s_.step + 1, " made the parameter ", bad,
              " non-finite, although the loss and the gradients were finite (an optimizer moment is not finite, or "
@@ -974,6 +981,9 @@ class TrainingRun {
   std::unique_ptr<Adam> opt_;
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<BatchPlan> plan_;
+  std::vector<Tensor> params_;       // model_->parameters(), made once
+  std::vector<int64_t> order_;       // the batch order of epoch order_epoch_
+  int64_t order_epoch_ = -1;
   LoopState s_;
   History history_;
   Batch batch_;
