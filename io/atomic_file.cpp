@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -48,28 +49,32 @@ void sync_directory(const std::string& path) {
                "; the new file is in place but might not survive a power cut");
 }
 
-// Removes PATH.tmp.PID files left by writers that died before their rename (SIGKILL, a crash):
-// those of processes that no longer run. A live process's temporary is its own business.
+// Removes PATH.tmp.PID files left by writers that died before their rename (SIGKILL, a crash).
 void remove_stale_temporaries(const std::string& path) {
+  remove_leftovers_of_dead_processes(directory_of(path), std::filesystem::path(path).filename().string() + ".tmp.");
+}
+
+}  // namespace
+
+void remove_leftovers_of_dead_processes(const std::string& dir, const std::string& prefix,
+                                        const std::vector<std::string>& suffixes) {
   namespace fs = std::filesystem;
-  const fs::path p(path);
-  const std::string prefix = p.filename().string() + ".tmp.";
   std::error_code ec;
   std::vector<fs::path> stale;
-  for (const auto& entry : fs::directory_iterator(directory_of(path), ec)) {
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
     if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
     pid_t pid = 0;
     const char* first = name.data() + prefix.size();
     const char* last = name.data() + name.size();
     const auto r = std::from_chars(first, last, pid);
-    if (r.ec != std::errc() || r.ptr != last || pid <= 0 || pid == ::getpid()) continue;
+    if (r.ec != std::errc() || pid <= 0 || pid == ::getpid()) continue;
+    if (std::find(suffixes.begin(), suffixes.end(), std::string(r.ptr, last)) == suffixes.end()) continue;
+    // A live process's file is its own business (EPERM: alive, another user's).
     if (::kill(pid, 0) != 0 && errno == ESRCH) stale.push_back(entry.path());
   }
   for (const fs::path& leftover : stale) fs::remove(leftover, ec);
 }
-
-}  // namespace
 
 void write_file_atomically(const std::string& path, const std::function<void(std::FILE*)>& write) {
   QKGRAD_CHECK(!path.empty() && path.back() != '/', "write_file_atomically: '", path,

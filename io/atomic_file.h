@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace qkgrad {
 
@@ -28,6 +29,12 @@ namespace qkgrad {
 // An exception thrown by `write` itself is passed on unchanged, after the cleanup.
 // The new file gets the default permissions (0666 less the umask), not those of the old one.
 void write_file_atomically(const std::string& path, const std::function<void(std::FILE*)>& write);
+
+// Removes the files in `dir` named PREFIX + PID + SUFFIX (SUFFIX one of `suffixes`) whose
+// process PID no longer runs, never this process's own: what writers killed mid-write leave
+// (write_file_atomically's PATH.tmp.PID, SentencePiece's subwords.tmp-PID.model, ...).
+void remove_leftovers_of_dead_processes(const std::string& dir, const std::string& prefix,
+                                        const std::vector<std::string>& suffixes = {""});
 
 // Checks, before any long work, that write_file_atomically(path) will be able to create its
 // file: `path` is not a directory, its directory exists, and a file can be created there (tried

@@ -780,6 +780,24 @@ TEST_CASE("reliability: loading while another process saves never fails and neve
   CHECK(trainer_steps.size() >= 3);
 }
 
+TEST_CASE("reliability: leftovers of dead processes are removed by name, suffix and pid only", "[reliability]") {
+  TempDir tmp;
+  const std::string dead = std::to_string(dead_pid()), own = std::to_string(::getpid());
+  for (const std::string& name : {"subwords.tmp-" + dead + ".model", "subwords.tmp-" + dead + ".vocab",
+                                  "subwords.tmp-" + dead + ".other", "subwords.tmp-" + dead,
+                                  "subwords.tmp-" + own + ".model", std::string("subwords.tmp-x.model"), "other.tmp-" + dead + ".model"}) {
+    write(tmp / name, "x");
+  }
+  remove_leftovers_of_dead_processes(tmp.path, "subwords.tmp-", {".model", ".vocab"});
+  CHECK_FALSE(exists(tmp / ("subwords.tmp-" + dead + ".model")));
+  CHECK_FALSE(exists(tmp / ("subwords.tmp-" + dead + ".vocab")));
+  for (const std::string& kept : {"subwords.tmp-" + dead + ".other", "subwords.tmp-" + dead, "subwords.tmp-" + own + ".model",
+                                  std::string("subwords.tmp-x.model"), "other.tmp-" + dead + ".model"}) {
+    INFO(kept);
+    CHECK(exists(tmp / kept));
+  }
+}
+
 TEST_CASE("reliability: temporaries of writers that died are removed by the next write", "[reliability]") {
   TempDir tmp;
   const std::string path = tmp / "out.txt";

@@ -56,24 +56,6 @@ std::string trimmed(std::string message) {
   return message;
 }
 
-// Removes PREFIX.tmp-PID.{model,vocab} left by trainers that were killed (SIGKILL) while
-// SentencePiece wrote them: those of processes that no longer run.
-void remove_stale_temporaries(const std::string& prefix) {
-  namespace fs = std::filesystem;
-  const fs::path p(prefix);
-  const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
-  const std::string start = p.filename().string() + ".tmp-";
-  std::error_code ec;
-  std::vector<fs::path> stale;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(start, 0) != 0) continue;
-    const long pid = std::strtol(name.c_str() + start.size(), nullptr, 10);
-    if (pid > 0 && pid != ::getpid() && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) stale.push_back(entry.path());
-  }
-  for (const fs::path& leftover : stale) fs::remove(leftover, ec);
-}
-
 // Waits for the child to end, through signals that interrupt the wait; returns its status.
 int reap(pid_t child) {
   int status = 0;
@@ -126,7 +108,10 @@ void Subwords::train(const SubwordTraining& o) {
   }
   std::string prefix = o.model_path;
   if (prefix.size() > 6 && prefix.compare(prefix.size() - 6, 6, ".model") == 0) prefix.resize(prefix.size() - 6);
-  remove_stale_temporaries(prefix);
+  // PREFIX.tmp-PID.{model,vocab} of trainers killed (SIGKILL) while SentencePiece wrote them.
+  const std::filesystem::path prefix_path(prefix);
+  remove_leftovers_of_dead_processes(prefix_path.parent_path().empty() ? "." : prefix_path.parent_path().string(),
+                                     prefix_path.filename().string() + ".tmp-", {".model", ".vocab"});
   const std::string tmp_prefix = prefix + ".tmp-" + std::to_string(::getpid());
   const std::string args = cat(
       "--input=", join(o.text_files, ","), " --model_prefix=", tmp_prefix, " --vocab_size=", o.vocab_size,
