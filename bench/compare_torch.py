@@ -20,14 +20,16 @@ The step (bench/bench_train.cpp does the same in qkgrad):
     betas 0.9/0.999, eps 1e-8, no weight decay) step.
 Inputs are random token ids in [4, vocab) (no special tokens), every sentence of the full
 length; the padding and causal masks are still built from the lengths and applied every step.
-The model is docs/checkpoint.md's, float32, with qkgrad's defaults (LayerNorm, FixNorm, one QKNorm
-gain per attention module): tied FixNorm embeddings scaled by √D plus sinusoidal positions,
-pre-norm encoder layers (self-attention, ReLU FFN) and decoder layers (causal self-attention,
-cross-attention, ReLU FFN), final encoder/decoder norms, logits = decoder.norm(y) Êᵀ. The
-parameter names and shapes are those of docs/checkpoint.md's tensor list (the worker checks
-this on every run). Initialisation is not qkgrad's; it does not matter for speed. PyTorch runs
-"out of the box": idiomatic modules (nn.Linear, F.layer_norm, F.normalize, matmul + masked_fill
-+ softmax attention), the library's default options (Adam without foreach, zero_grad zeroing).
+The model is docs/checkpoint.md's: tools/qkgrad_torch.py (the PyTorch model shared with
+tools/torch_reference.py, here with ops="library"), float32, with qkgrad's defaults (LayerNorm,
+FixNorm, one QKNorm gain per attention module): tied FixNorm embeddings scaled by √D plus
+sinusoidal positions, pre-norm encoder layers (self-attention, ReLU FFN) and decoder layers
+(causal self-attention, cross-attention, ReLU FFN), final encoder/decoder norms, logits =
+decoder.norm(y) Êᵀ. The parameter names and shapes are those of docs/checkpoint.md's tensor
+list (the worker checks this on every run). Initialisation is not qkgrad's; it does not matter for speed. PyTorch runs
+"out of the box": idiomatic modules (nn.Linear, F.layer_norm, F.normalize, F.embedding, matmul
++ masked_fill + softmax attention), the library's default options (Adam without foreach,
+zero_grad zeroing).
 
 Timing, like qkgrad-bench: --warmup-steps untimed steps, then --steps timed ones; the median
 (sorted[n // 2]), min and max milliseconds per step; target tokens per second = batch × tgt_len /
@@ -98,6 +100,11 @@ import statistics
 import subprocess
 import sys
 import time
+
+# The PyTorch model is tools/qkgrad_torch.py, shared with tools/torch_reference.py: put the
+# repository's tools/ directory (found from this script's own path, whatever the working
+# directory) first on the import path. It is imported only where torch is needed.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
 
 CONFIGS = {
     "A": dict(layers=3, d_model=256, heads=4, ffn=1024, vocab=8000, batch=32, src_len=40, tgt_len=40),
@@ -247,135 +254,35 @@ def import_torch():
     return torch
 
 
+def model_module():
+    """tools/qkgrad_torch.py, the PyTorch model shared with tools/torch_reference.py (it imports torch)."""
+    import_torch()
+    import qkgrad_torch
+    return qkgrad_torch
+
+
 def build_model(torch, o):
-    """docs/checkpoint.md's Seq2SeqTransformer in PyTorch, float32, with qkgrad-bench's settings."""
-    nn, F = torch.nn, torch.nn.functional
-    D, H = o.d_model, o.heads
-    head = D // H
-    qknorm = o.attn == "qknorm"
+    """docs/checkpoint.md's Seq2SeqTransformer in PyTorch (tools/qkgrad_torch.py), float32, with
+    qkgrad-bench's settings: LayerNorm, FixNorm, one QKNorm gain per attention module initialised to
+    log2(L² − L) with L = max(src_len, tgt_len) (qkgrad-bench's qknorm_length), --dropout for every
+    dropout but word dropout (as qkgrad-bench sets them). "Out of the box" PyTorch: ops="library"
+    (F.layer_norm, F.normalize, FixNorm's Ê once per forward, F.embedding, F.linear); no handling of
+    rows that see no key (every length here is >= 1); the positions precomputed once for L rows."""
+    qt = model_module()
     longest = max(o.src_len, o.tgt_len)
     g0 = math.log2(longest * longest - longest) if longest > 1 else 1.0  # qknorm_length L: g = log2(L² − L)
-
-    def dropout(x, training):
-        return F.dropout(x, o.dropout, training) if training and o.dropout > 0 else x
-
-    class LayerNorm(nn.Module):
-        """γ ⊙ (x − μ) / √(σ² + 1e-5) + β over the last dim, biased variance."""
-
-        def __init__(self):
-            super().__init__()
-            self.gamma = nn.Parameter(torch.ones(D))
-            self.beta = nn.Parameter(torch.zeros(D))
-
-        def forward(self, x):
-            return F.layer_norm(x, (D,), self.gamma, self.beta, 1e-5)
-
-    class Attention(nn.Module):
-        """Multi-head QKNorm (g · q̂ k̂ᵀ, rows of each head l2-normalised) or scaled dot-product attention."""
-
-        def __init__(self):
-            super().__init__()
-            self.q_proj, self.k_proj, self.v_proj, self.out_proj = (nn.Linear(D, D) for _ in range(4))
-            if qknorm:
-                self.g = nn.Parameter(torch.tensor(g0))
-
-        def forward(self, a, m, hidden):  # a [B, Tq, D], m [B, Tk, D], hidden: bool, True = masked
-            b, tq, tk = a.shape[0], a.shape[1], m.shape[1]
-            q = self.q_proj(a).view(b, tq, H, head).transpose(1, 2)  # [B, H, Tq, d]
-            k = self.k_proj(m).view(b, tk, H, head).transpose(1, 2)
-            v = self.v_proj(m).view(b, tk, H, head).transpose(1, 2)
-            if qknorm:
-                s = self.g * (F.normalize(q, dim=-1, eps=1e-6) @ F.normalize(k, dim=-1, eps=1e-6).transpose(-1, -2))
-            else:
-                s = (q @ k.transpose(-1, -2)) / math.sqrt(head)
-            # Every row sees at least one key (all lengths >= 1), so no row is all -inf.
-            p = dropout(torch.softmax(s.masked_fill(hidden, float("-inf")), dim=-1), self.training)
-            return self.out_proj((p @ v).transpose(1, 2).reshape(b, tq, D))
-
-    class FeedForward(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.fc1, self.fc2 = nn.Linear(D, o.ffn), nn.Linear(o.ffn, D)
-
-        def forward(self, x):
-            return self.fc2(dropout(torch.relu(self.fc1(x)), self.training))
-
-    class EncoderLayer(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.norm1, self.self_attn, self.norm2, self.ffn = LayerNorm(), Attention(), LayerNorm(), FeedForward()
-
-        def forward(self, x, src_hidden):
-            n = self.norm1(x)
-            x = x + dropout(self.self_attn(n, n, src_hidden), self.training)
-            return x + dropout(self.ffn(self.norm2(x)), self.training)
-
-    class DecoderLayer(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.norm1, self.self_attn, self.norm2, self.cross_attn = LayerNorm(), Attention(), LayerNorm(), Attention()
-            self.norm3, self.ffn = LayerNorm(), FeedForward()
-
-        def forward(self, y, tgt_hidden, memory, src_hidden):
-            n = self.norm1(y)
-            y = y + dropout(self.self_attn(n, n, tgt_hidden), self.training)
-            y = y + dropout(self.cross_attn(self.norm2(y), memory, src_hidden), self.training)
-            return y + dropout(self.ffn(self.norm3(y)), self.training)
-
-    class Stack(nn.Module):
-        def __init__(self, layer):
-            super().__init__()
-            self.layers = nn.ModuleList(layer() for _ in range(o.layers))
-            self.norm = LayerNorm()
-
-    class Embedding(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.weight = nn.Parameter(torch.randn(o.vocab, D) / math.sqrt(D))
-
-    def sinusoidal_positions(length):
-        """PE[t, 2i] = sin(t / 10000^(2i/D)), PE[t, 2i+1] = cos(t / 10000^(2i/D))."""
-        t = torch.arange(length, dtype=torch.float64)[:, None]
-        j = torch.arange(D)
-        angle = t / torch.pow(torch.tensor(10000.0, dtype=torch.float64), (j - j % 2).double() / D)
-        return torch.where(j % 2 == 0, torch.sin(angle), torch.cos(angle)).float()
-
-    def key_padding(lengths, keys):  # [B, 1, 1, Tk]: True where key j is padding (j >= length)
-        return (torch.arange(keys, device=lengths.device)[None, :] >= lengths[:, None])[:, None, None, :]
-
-    class Seq2SeqTransformer(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.embedding = Embedding()
-            self.encoder = Stack(EncoderLayer)
-            self.decoder = Stack(DecoderLayer)
-            self.register_buffer("positions", sinusoidal_positions(longest), persistent=False)
-
-        def forward(self, src, src_lengths, tgt_in, tgt_lengths):  # -> logits [B, T, V]
-            S, T = src.shape[1], tgt_in.shape[1]
-            src_hidden = key_padding(src_lengths, S)
-            causal = torch.ones(T, T, dtype=torch.bool, device=src.device).triu(1)  # j > i
-            tgt_hidden = key_padding(tgt_lengths, T) | causal
-            # FixNorm: the rows of E l2-normalised (‖·‖ clamped at 1e-12), for the inputs and the tied logits.
-            unit = F.normalize(self.embedding.weight, dim=-1, eps=1e-12)
-            scale = math.sqrt(D)
-            x = dropout(scale * F.embedding(src, unit) + self.positions[:S], self.training)
-            for layer in self.encoder.layers:
-                x = layer(x, src_hidden)
-            memory = self.encoder.norm(x)
-            y = dropout(scale * F.embedding(tgt_in, unit) + self.positions[:T], self.training)
-            for layer in self.decoder.layers:
-                y = layer(y, tgt_hidden, memory, src_hidden)
-            return F.linear(self.decoder.norm(y), unit)
-
-    return Seq2SeqTransformer()
+    cfg = qt.ModelConfig(vocab=o.vocab, d_model=o.d_model, heads=o.heads, ffn=o.ffn, encoder_layers=o.layers,
+                         decoder_layers=o.layers, norm="layer_norm", attention=o.attn, per_head_g=False, fixnorm=True,
+                         g_init=g0, dropout=o.dropout, attention_dropout=o.dropout, ffn_dropout=o.dropout,
+                         ops="library", zero_empty_rows=False, position_table=longest)
+    return qt.Seq2SeqTransformer(cfg, dtype=torch.float32)
 
 
 class TorchStep:
     """The model, its optimizer and one fixed batch; step() is one training step."""
 
     def __init__(self, torch, o):
-        self.torch, self.o = torch, o
+        self.torch, self.o, self.qt = torch, o, model_module()
         device = getattr(o, "device", "cpu")
         torch.manual_seed(1)
         self.model = build_model(torch, o).train().to(device)  # initialised on the CPU, then moved
@@ -393,11 +300,10 @@ class TorchStep:
         self.tgt_lengths = torch.full((o.batch,), o.tgt_len, dtype=torch.long, device=device)
 
     def step(self):
-        F = self.torch.nn.functional
         self.optimizer.zero_grad()
         logits = self.model(self.src, self.src_lengths, self.tgt_in, self.tgt_lengths)
-        loss = F.cross_entropy(logits.reshape(-1, self.o.vocab), self.tgt_out.reshape(-1),
-                               ignore_index=PAD_ID, label_smoothing=LABEL_SMOOTHING)
+        loss = self.qt.label_smoothed_cross_entropy(logits.reshape(-1, self.o.vocab), self.tgt_out.reshape(-1),
+                                                    PAD_ID, LABEL_SMOOTHING)  # the mean over target tokens
         loss.backward()
         self.torch.nn.utils.clip_grad_norm_(self.params, 1.0)
         self.optimizer.step()
@@ -956,7 +862,7 @@ def torch_attention_worker(argv):
     o = parser.parse_args(argv)
     B, H, T, d = (int(x) for x in o.shape.split(","))
     torch = import_torch()
-    F = torch.nn.functional
+    qt = model_module()
     torch.set_num_threads(o.threads)
     torch.manual_seed(1)
     q, k, v = (torch.randn(B, T, H * d, requires_grad=True) for _ in range(3))
@@ -964,16 +870,10 @@ def torch_attention_worker(argv):
     seed = torch.ones(B, T, H * d)
     hidden = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1) if o.causal == "yes" else None
 
-    def attention():
+    def attention():  # the model's attention op (qkgrad_torch.attend), "out of the box" ops as in torch-step
         heads = lambda x: x.view(B, T, H, d).transpose(1, 2)  # noqa: E731  [B, H, T, d]
-        qh, kh, vh = heads(q), heads(k), heads(v)
-        if o.mode == "qknorm":
-            s = g * torch.matmul(F.normalize(qh, dim=-1, eps=1e-6), F.normalize(kh, dim=-1, eps=1e-6).transpose(-1, -2))
-        else:
-            s = torch.matmul(qh, kh.transpose(-1, -2)) / math.sqrt(d)
-        if hidden is not None:
-            s = s.masked_fill(hidden, float("-inf"))
-        out = torch.matmul(torch.softmax(s, dim=-1), vh)  # [B, H, T, d]
+        out = qt.attend(heads(q), heads(k), heads(v), g, o.mode == "qknorm", hidden, ops="library",
+                        zero_empty_rows=False)  # [B, H, T, d]
         return out.transpose(1, 2).reshape(B, T, H * d)
 
     ms = []

@@ -10,9 +10,11 @@ one batch ("src", "src_lengths", "tgt_in", "tgt_out", "tgt_lengths"), the loss q
 for it ("loss") and the gradient of every parameter ("grad.<name>"); its metadata gives the
 label smoothing, the pad id and the number of target tokens.
 
-The script rebuilds the model in PyTorch from the equations of docs/checkpoint.md alone (the
-module below; nothing of qkgrad's code is used), loads the checkpoint's weights into it
-(converted to --dtype, float64 by default), runs the dump's batch with dropout off, computes
+The script rebuilds the model in PyTorch from the equations of docs/checkpoint.md alone
+(tools/qkgrad_torch.py, the model shared with bench/compare_torch.py, here with
+ops="composed": every equation written out with elementary ops; nothing of qkgrad's code is
+used), loads the checkpoint's weights into it (converted to --dtype, float64 by default),
+runs the dump's batch with dropout off, computes
 
     loss = Σ over non-pad target tokens of CE_ε(logits, target) / (number of those tokens),
     CE_ε = −Σ_c q_c log softmax(logits)_c,   q = (1 − ε)·onehot(target) + ε/V,
@@ -142,173 +144,17 @@ def read_config(directory):
     return config
 
 
-# ---- the model, from docs/checkpoint.md ----
+# ---- the model: tools/qkgrad_torch.py ----
 
-def build_model_class():
-    """Defines the PyTorch modules (torch is imported only once the inputs have been checked)."""
-    import torch
-    from torch import nn
-
-    def l2_normalize(x, eps):
-        """x / max(‖x‖, eps) over the last dim."""
-        return x / x.norm(dim=-1, keepdim=True).clamp_min(eps)
-
-    class LayerNorm(nn.Module):
-        """γ ⊙ (x − μ) / √(σ² + ε) + β, biased variance, ε = 1e-5."""
-
-        def __init__(self, d):
-            super().__init__()
-            self.gamma = nn.Parameter(torch.ones(d))
-            self.beta = nn.Parameter(torch.zeros(d))
-
-        def forward(self, x):
-            mu = x.mean(dim=-1, keepdim=True)
-            var = ((x - mu) ** 2).mean(dim=-1, keepdim=True)
-            return self.gamma * (x - mu) / torch.sqrt(var + 1e-5) + self.beta
-
-    class ScaleNorm(nn.Module):
-        """g · x / max(‖x‖, ε), one scalar g, ε = 1e-5."""
-
-        def __init__(self, d):
-            super().__init__()
-            self.g = nn.Parameter(torch.tensor(math.sqrt(d)))
-
-        def forward(self, x):
-            return self.g * l2_normalize(x, 1e-5)
-
-    def make_norm(cfg):
-        return LayerNorm(cfg["d_model"]) if cfg["norm"] == "layer_norm" else ScaleNorm(cfg["d_model"])
-
-    class Attention(nn.Module):
-        """Multi-head QKNorm or scaled dot-product attention with key padding and causal masks."""
-
-        def __init__(self, cfg):
-            super().__init__()
-            d_model, self.heads = cfg["d_model"], cfg["heads"]
-            self.qknorm = cfg["attention"] == "qknorm"
-            self.q_proj = nn.Linear(d_model, d_model)
-            self.k_proj = nn.Linear(d_model, d_model)
-            self.v_proj = nn.Linear(d_model, d_model)
-            self.out_proj = nn.Linear(d_model, d_model)
-            if self.qknorm:
-                self.g = nn.Parameter(torch.ones(self.heads) if cfg["per_head_g"] else torch.tensor(1.0))
-
-        def split_heads(self, x):  # [B, T, H·d] -> [B, H, T, d]
-            b, t, _ = x.shape
-            return x.view(b, t, self.heads, -1).transpose(1, 2)
-
-        def forward(self, a, m, key_lengths, causal):
-            q = self.split_heads(self.q_proj(a))
-            k = self.split_heads(self.k_proj(m))
-            v = self.split_heads(self.v_proj(m))
-            if self.qknorm:
-                gain = self.g.reshape(-1, 1, 1)  # [1, 1, 1] or [H, 1, 1]: broadcast over [B, H, Tq, Tk]
-                s = gain * (l2_normalize(q, 1e-6) @ l2_normalize(k, 1e-6).transpose(-1, -2))
-            else:
-                s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
-            tq, tk = s.shape[-2], s.shape[-1]
-            keys = torch.arange(tk, device=s.device)
-            hidden = (keys[None, :] >= key_lengths[:, None])[:, None, None, :]  # [B, 1, 1, Tk]: padding
-            if causal:
-                future = keys[None, :] > torch.arange(tq, device=s.device)[:, None]  # [Tq, Tk]: j > i
-                hidden = hidden | future[None, None]
-            # softmax over the visible keys; a row that sees no key gives P = 0 (not NaN)
-            empty = hidden.all(dim=-1, keepdim=True)
-            s = s.masked_fill(hidden, float("-inf")).masked_fill(empty, 0.0)
-            p = torch.softmax(s, dim=-1).masked_fill(empty, 0.0)
-            o = (p @ v).transpose(1, 2).reshape(a.shape[0], tq, -1)  # concat of the heads
-            return self.out_proj(o)
-
-    class FeedForward(nn.Module):
-        def __init__(self, cfg):
-            super().__init__()
-            self.fc1 = nn.Linear(cfg["d_model"], cfg["ffn"])
-            self.fc2 = nn.Linear(cfg["ffn"], cfg["d_model"])
-
-        def forward(self, x):
-            return self.fc2(torch.relu(self.fc1(x)))
-
-    class EncoderLayer(nn.Module):
-        def __init__(self, cfg):
-            super().__init__()
-            self.norm1 = make_norm(cfg)
-            self.self_attn = Attention(cfg)
-            self.norm2 = make_norm(cfg)
-            self.ffn = FeedForward(cfg)
-
-        def forward(self, x, src_lengths):
-            n1 = self.norm1(x)
-            x = x + self.self_attn(n1, n1, src_lengths, causal=False)
-            return x + self.ffn(self.norm2(x))
-
-    class DecoderLayer(nn.Module):
-        def __init__(self, cfg):
-            super().__init__()
-            self.norm1 = make_norm(cfg)
-            self.self_attn = Attention(cfg)
-            self.norm2 = make_norm(cfg)
-            self.cross_attn = Attention(cfg)
-            self.norm3 = make_norm(cfg)
-            self.ffn = FeedForward(cfg)
-
-        def forward(self, y, tgt_lengths, memory, src_lengths):
-            n1 = self.norm1(y)
-            y = y + self.self_attn(n1, n1, tgt_lengths, causal=True)
-            y = y + self.cross_attn(self.norm2(y), memory, src_lengths, causal=False)
-            return y + self.ffn(self.norm3(y))
-
-    class Stack(nn.Module):
-        def __init__(self, layer, count, cfg):
-            super().__init__()
-            self.layers = nn.ModuleList(layer(cfg) for _ in range(count))
-            self.norm = make_norm(cfg)
-
-    class Embedding(nn.Module):
-        """E [V, D], tied: input embeddings √D·E[ids] (FixNorm: rows l2-normalised) and logits x Êᵀ."""
-
-        def __init__(self, cfg):
-            super().__init__()
-            self.weight = nn.Parameter(torch.zeros(cfg["vocab"], cfg["d_model"]))
-            self.fixnorm = cfg["fixnorm"]
-
-        def rows(self, e):
-            return l2_normalize(e, 1e-12) if self.fixnorm else e
-
-        def embed(self, ids):
-            return math.sqrt(self.weight.shape[1]) * self.rows(self.weight[ids])
-
-        def logits(self, x):
-            return x @ self.rows(self.weight).t()
-
-    def sinusoidal_positions(length, d, dtype):
-        """PE[t, 2i] = sin(t / 10000^(2i/D)), PE[t, 2i+1] = cos(t / 10000^(2i/D)), in float64."""
-        t = torch.arange(length, dtype=torch.float64)[:, None]
-        j = torch.arange(d)
-        angle = t / torch.pow(torch.tensor(10000.0, dtype=torch.float64), (j - j % 2).double() / d)
-        return torch.where(j % 2 == 0, torch.sin(angle), torch.cos(angle)).to(dtype)
-
-    class Seq2SeqTransformer(nn.Module):
-        def __init__(self, cfg):
-            super().__init__()
-            self.embedding = Embedding(cfg)
-            self.encoder = Stack(EncoderLayer, cfg["encoder_layers"], cfg)
-            self.decoder = Stack(DecoderLayer, cfg["decoder_layers"], cfg)
-
-        def embed_with_positions(self, ids):
-            x = self.embedding.embed(ids)
-            return x + sinusoidal_positions(ids.shape[1], x.shape[-1], x.dtype)
-
-        def forward(self, src, src_lengths, tgt_in, tgt_lengths):  # -> logits [B, T, V]
-            x = self.embed_with_positions(src)
-            for layer in self.encoder.layers:
-                x = layer(x, src_lengths)
-            memory = self.encoder.norm(x)
-            y = self.embed_with_positions(tgt_in)
-            for layer in self.decoder.layers:
-                y = layer(y, tgt_lengths, memory, src_lengths)
-            return self.embedding.logits(self.decoder.norm(y))
-
-    return Seq2SeqTransformer
+def import_model_module():
+    """tools/qkgrad_torch.py, the PyTorch model shared with bench/compare_torch.py (it imports torch,
+    so it is imported only once the inputs have been checked). It lies next to this script: its
+    directory is put first on sys.path (Python does so itself for a script, not for an import)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import qkgrad_torch
+    return qkgrad_torch
 
 
 # ---- comparing ----
@@ -417,12 +263,16 @@ def main(argv):
 
     try:
         import torch
-        import torch.nn.functional as F
     except ImportError:
         raise InputError("PyTorch is not installed (apt-get install python3-torch)") from None
+    qt = import_model_module()
     dtype = torch.float64 if args.dtype == "float64" else torch.float32
 
-    model = build_model_class()(cfg).to(dtype)
+    # The checkpoint's model, every equation composed of elementary ops (as docs/checkpoint.md
+    # writes them), P = 0 for rows that see no key (the dump's batch may hold an empty source),
+    # positions computed for each batch in --dtype, no dropout.
+    model = qt.Seq2SeqTransformer(qt.ModelConfig.from_checkpoint(cfg, ops="composed", zero_empty_rows=True,
+                                                                 position_table=None), dtype=dtype)
     expected = {name: tuple(p.shape) for name, p in model.named_parameters()}
     found = {name: tuple(a.shape) for name, a in weights.items()}
     if expected != found:
@@ -452,16 +302,11 @@ def main(argv):
     logits = model(src, src_lengths, tgt_in, tgt_lengths)  # [B, T, V]
     vocab = logits.shape[-1]
     flat_logits, flat_targets = logits.reshape(-1, vocab), tgt_out.reshape(-1)
-    loss = F.cross_entropy(flat_logits, flat_targets, ignore_index=pad_id, label_smoothing=smoothing,
-                           reduction="sum") / tokens
+    loss = qt.label_smoothed_cross_entropy(flat_logits, flat_targets, pad_id, smoothing, tokens=tokens)
 
     # Self-check: PyTorch's label_smoothing is qkgrad's q = (1 − ε)·onehot + ε/V (ignored rows excluded).
     with torch.no_grad():
-        keep = flat_targets != pad_id
-        log_p = torch.log_softmax(flat_logits[keep], dim=-1)
-        q = torch.full_like(log_p, smoothing / vocab)
-        q[torch.arange(q.shape[0]), flat_targets[keep]] += 1 - smoothing
-        explicit = -(q * log_p).sum() / tokens
+        explicit = qt.explicit_label_smoothed_cross_entropy(flat_logits, flat_targets, pad_id, smoothing, tokens)
         self_check = abs(float(explicit) - float(loss)) / max(abs(float(explicit)), 1e-30)
     loss.backward()
 
