@@ -5,9 +5,10 @@
 //
 // The pipeline, one step per function below:
 //   1. run diatheke, once per testament and module, in its OSIS output format
-//      (run_diatheke in bible.cpp);
+//      (run_diatheke in bible.cpp, with run_program of corpora/process.h);
 //   2. parse its output into verses keyed by (book, chapter, verse)   parse_diatheke_output
 //   3. clean every verse: markup, footnotes, Strong's numbers, ...    clean_verse & co.
+//      (corpora/bible_text.h), per module                             clean_spanish/_english
 //   4. align the two Bibles by reference and drop doubtful pairs      align_verses
 //   5. split by whole books, so parallel passages cannot leak         split_of_book
 //   6. write OUT/{train,dev,test}.{es,en} and OUT/stats.txt           prepare_bible
@@ -20,6 +21,8 @@
 #include <set>
 #include <string>
 #include <vector>
+
+#include "corpora/bible_text.h"
 
 namespace qkgrad::corpora {
 
@@ -73,43 +76,8 @@ std::vector<RawVerse> parse_diatheke_output(const std::string& output, const std
 
 // ---- Cleaning one verse -----------------------------------------------------------------
 
-// The text of a verse without its markup, as one line of normalised UTF-8:
-//  - footnotes (<note>...</note>, and plain format's "[1:1 ...]") are removed; where the
-//    converter dropped the space after a footnote ("God<note>...</note>created") a space is
-//    put back, except before closing punctuation;
-//  - every other tag is removed (<w lemma="G5547">...</w>, <milestone/>, <div/>, <l/>), and so
-//    are plain format's Strong's numbers ("Jesucristo <G2424> <G5547>");
-//  - XML entities are decoded (&amp; &lt; &gt; &quot; &apos; &#N; &#xN;);
-//  - a speaker label standing alone between runs of 3+ spaces ("beloved?    Beloved   Under
-//    the apple tree", WEB Song of Solomon 8:5) is removed;
-//  - all whitespace runs become one space, zero-width characters are removed, ends trimmed.
-// Bytes that are not valid UTF-8 are kept as they are (align_verses reports them).
-std::string clean_verse(const std::string& raw);
-
-// True when `text` is well-formed UTF-8 (no overlongs, surrogates or code points > U+10FFFF).
-bool is_valid_utf8(const std::string& text);
-
-// The number of code points in well-formed UTF-8 text (bytes that are not continuation bytes).
-std::size_t utf8_length(const std::string& text);
-
-// The lower-case forms of the words that a text usually writes with a capital letter in the
-// middle of a sentence: names such as "jehová", "moisés". undo_drop_capital uses it.
-std::set<std::string> capitalised_words(const std::vector<std::string>& texts);
-
-// The RV1909 prints the first word of every chapter in capitals, a drop capital ("EN el
-// principio", "Y DESPUÉS movió", "A JEHOVÁ llamé"). This lower-cases the first run of words in
-// capitals, keeping a capital letter where a sentence starts and for the words in `names`
-// ("En el principio", "Y después movió", "A Jehová llamé"). Apply it to verse 1 only.
-std::string undo_drop_capital(const std::string& text, const std::set<std::string>& names);
-
-// The RV1909 ends the Pauline epistles with the KJV's subscriptions ("... Amén. Fué escrita á
-// los Hebreos desde Italia con Timoteo."), which the WEB does not have: this cuts what follows
-// the last "Amén." when something does. Apply it to the last verse of those 14 books.
-std::string strip_subscription(const std::string& text);
-
-// The WEB appends its glossary to Revelation 22:21 ("... Amen. World English Bible Glossary The
-// following words ..."): this cuts the text from that title on.
-std::string strip_appendix(const std::string& text);
+// clean_verse, remove_zero_width, is_valid_utf8, utf8_length, capitalised_words,
+// undo_drop_capital, strip_subscription and strip_appendix: corpora/bible_text.h (included).
 
 // ---- Aligning the two Bibles ------------------------------------------------------------
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +18,7 @@
 
 #include "core/error.h"
 #include "corpora/bible.h"
+#include "corpora/process.h"
 
 using namespace qkgrad;
 using namespace qkgrad::corpora;
@@ -202,6 +204,20 @@ TEST_CASE("clean_verse: entities, labels, whitespace", "[bible]") {
   CHECK(clean_verse("<note>only a footnote</note>").empty());
   // Invalid UTF-8 is kept (and reported by align_verses).
   CHECK(clean_verse("caf\xC3") == "caf\xC3");
+  // The whitespace of normalize_spaces (io/text.h): U+3000, U+2029, U+0085, U+1680, ...; the
+  // zero-width characters go first, so a run of spaces around one is still one space.
+  CHECK(clean_verse("a\u3000\u3000b\u2029c\xC2\x85" "d\u1680e\u00A0\u200B\u00A0f") ==
+        "a b c d e f");
+  CHECK(clean_verse("a \u200B b\u00AD\u2060c\uFEFF") == "a bc");
+}
+
+TEST_CASE("remove_zero_width: joiners, soft hyphens and marks go, everything else stays",
+          "[bible]") {
+  CHECK(remove_zero_width("a\u00ADb\u200Bc\u200Cd\u200De\u200Ef\u200Fg\u2060h\uFEFF") ==
+        "abcdefgh");
+  CHECK(remove_zero_width(" a\u00A0b\u3000") == " a\u00A0b\u3000");  // whitespace is not its job
+  CHECK(remove_zero_width("caf\xC3\u200B") == "caf\xC3");             // invalid bytes are kept
+  CHECK(remove_zero_width("").empty());
 }
 
 TEST_CASE("UTF-8 validation and length", "[bible]") {
@@ -369,6 +385,22 @@ TEST_CASE("split_of_book: every book in exactly one split, whole books held out"
 }
 
 // ---- End to end -------------------------------------------------------------------------
+
+TEST_CASE("run_program: output, exit status, a missing program, the time limit", "[bible]") {
+  const ProgramResult r = run_program({"sh", "-c", "printf 'o u t'; printf err >&2; exit 4"}, 10);
+  CHECK(r.spawn_error == 0);
+  CHECK(r.exit_status == 4);
+  CHECK(r.out == "o u t");
+  CHECK(r.err == "err");
+  CHECK(run_program({"no-such-program-qkgrad"}, 10).spawn_error == ENOENT);
+  CHECK(run_program({"sh", "-c", "kill -9 $$"}, 10).exit_status == 128 + 9);
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(run_program({"sleep", "5"}, 0.2, "the test"),
+                    Contains("the test: `sleep 5` ran longer than 0.2 s and was stopped"));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(3));
+  CHECK_THROWS_WITH(run_program({}, 1), Contains("argv is empty"));
+  CHECK(describe_command({"diatheke", "-k", "Genesis 1:1"}) == "`diatheke -k 'Genesis 1:1'`");
+}
 
 TEST_CASE("prepare_bible: clear errors without diatheke, when it fails or hangs", "[bible]") {
   TempDir dir;
