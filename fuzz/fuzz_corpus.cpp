@@ -6,8 +6,13 @@
 // (in the source text, a doubled backslash stands for one). What it checks, for any input:
 //   - valid_utf8() agrees with an independent reference decoder (reference_first_invalid below),
 //     including the offset of the first bad byte;
-//   - normalize_spaces() leaves no leading, trailing or doubled space and no other whitespace,
-//     keeps every other byte in order, and is idempotent;
+//   - normalize_spaces() (io/text.h) turns every run of Unicode whitespace (the list in
+//     reference_is_whitespace below: ASCII whitespace and the other C0 controls, DEL, U+0085,
+//     U+00A0, U+1680, U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000) between two other
+//     characters into one ' ' and drops the runs at either end: no leading, trailing or doubled
+//     space, no other whitespace left, one space per inner run, every other character (zero-
+//     width ones included) and every byte that is not well-formed UTF-8 kept in order, and
+//     idempotent;
 //   - split_text_lines() throws qkgrad::Error exactly when the text has a NUL byte or invalid
 //     UTF-8, and otherwise returns lines without '\n' that, put back together, give the text
 //     again (a '\r' before each '\n', and at the very end, is dropped: CRLF reads as LF);
@@ -17,6 +22,7 @@
 // Never a crash, undefined behaviour, leak or an exception other than qkgrad::Error.
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -38,53 +44,103 @@ void require(bool condition, const char* what) {
   std::abort();
 }
 
+// The length of the well-formed UTF-8 character at s[i] (its code point in `cp`), or 0 when the
+// bytes there are not one. Written independently of io/text.h: decode the code point, then
+// reject overlong forms, surrogates and values above U+10FFFF (RFC 3629), as Python's strict
+// decoder does.
+std::size_t reference_char_length(std::string_view s, std::size_t i, uint32_t& cp) {
+  const auto b = static_cast<unsigned char>(s[i]);
+  std::size_t n = 0;
+  if (b < 0x80) {
+    n = 1;
+    cp = b;
+  } else if ((b & 0xE0) == 0xC0) {
+    n = 2;
+    cp = b & 0x1Fu;
+  } else if ((b & 0xF0) == 0xE0) {
+    n = 3;
+    cp = b & 0x0Fu;
+  } else if ((b & 0xF8) == 0xF0) {
+    n = 4;
+    cp = b & 0x07u;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size()) return 0;
+  for (std::size_t k = 1; k < n; ++k) {
+    const auto c = static_cast<unsigned char>(s[i + k]);
+    if ((c & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (c & 0x3Fu);
+  }
+  const uint32_t smallest[5] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < smallest[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  return n;
+}
+
 // The offset of the first byte that does not start a well-formed UTF-8 character, or npos.
-// Written independently of io/text.h: decode the code point, then reject overlong
-// forms, surrogates and values above U+10FFFF (RFC 3629), as Python's strict decoder does.
 std::size_t reference_first_invalid(std::string_view s) {
   std::size_t i = 0;
   while (i < s.size()) {
-    const auto b = static_cast<unsigned char>(s[i]);
-    std::size_t n = 0;
     uint32_t cp = 0;
-    if (b < 0x80) {
-      n = 1;
-      cp = b;
-    } else if ((b & 0xE0) == 0xC0) {
-      n = 2;
-      cp = b & 0x1Fu;
-    } else if ((b & 0xF0) == 0xE0) {
-      n = 3;
-      cp = b & 0x0Fu;
-    } else if ((b & 0xF8) == 0xF0) {
-      n = 4;
-      cp = b & 0x07u;
-    } else {
-      return i;
-    }
-    if (i + n > s.size()) return i;
-    for (std::size_t k = 1; k < n; ++k) {
-      const auto c = static_cast<unsigned char>(s[i + k]);
-      if ((c & 0xC0) != 0x80) return i;
-      cp = (cp << 6) | (c & 0x3Fu);
-    }
-    const uint32_t smallest[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < smallest[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    const std::size_t n = reference_char_length(s, i, cp);
+    if (n == 0) return i;
     i += n;
   }
   return std::string_view::npos;
 }
 
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\v' || c == '\f' || c == '\r' || c == '\n';
+// The whitespace that normalize_spaces collapses, listed independently of io/text.h.
+bool reference_is_whitespace(uint32_t cp) {
+  static const uint32_t singles[] = {0x7F,   0x85,   0xA0,   0x1680, 0x2028,
+                                     0x2029, 0x202F, 0x205F, 0x3000};
+  if (cp <= 0x20 || (cp >= 0x2000 && cp <= 0x200A)) return true;
+  for (const uint32_t single : singles) {
+    if (cp == single) return true;
+  }
+  return false;
 }
 
+// `s` cut into pieces as normalize_spaces reads it: each well-formed character, and each byte
+// that does not start one, on its own.
+struct Piece {
+  std::string_view bytes;
+  bool space = false;  // a well-formed whitespace character
+};
+
+std::vector<Piece> pieces_of(std::string_view s) {
+  std::vector<Piece> pieces;
+  for (std::size_t i = 0; i < s.size();) {
+    uint32_t cp = 0;
+    const std::size_t n = reference_char_length(s, i, cp);
+    pieces.push_back(Piece{s.substr(i, n == 0 ? 1 : n), n != 0 && reference_is_whitespace(cp)});
+    i += n == 0 ? 1 : n;
+  }
+  return pieces;
+}
+
+// The bytes of everything but whitespace, in order.
 std::string without_spaces(std::string_view s) {
   std::string out;
-  for (char c : s) {
-    if (!is_space(c)) out += c;
+  for (const Piece& piece : pieces_of(s)) {
+    if (!piece.space) out += piece.bytes;
   }
   return out;
+}
+
+// The number of whitespace runs with something else both before and after them.
+std::size_t inner_space_runs(std::string_view s) {
+  std::size_t runs = 0;
+  bool seen_other = false, in_run = false;
+  for (const Piece& piece : pieces_of(s)) {
+    if (piece.space) {
+      in_run = seen_other;
+    } else {
+      if (in_run) ++runs;
+      in_run = false;
+      seen_other = true;
+    }
+  }
+  return runs;
 }
 
 void check_valid_utf8(const std::string& text) {
@@ -99,8 +155,13 @@ void check_normalize_spaces(const std::string& text) {
   const std::string out = qkgrad::translation::normalize_spaces(text);
   require(out.empty() || (out.front() != ' ' && out.back() != ' '), "leading or trailing space");
   require(out.find("  ") == std::string::npos, "a doubled space");
-  for (char c : out) require(c == ' ' || !is_space(c), "whitespace other than ' ' left");
-  require(without_spaces(out) == without_spaces(text), "non-space bytes changed");
+  for (const Piece& piece : pieces_of(out)) {
+    require(!piece.space || piece.bytes == " ", "whitespace other than ' ' left");
+  }
+  require(without_spaces(out) == without_spaces(text), "non-space characters or bytes changed");
+  require(static_cast<std::size_t>(std::count(out.begin(), out.end(), ' ')) ==
+              inner_space_runs(text),
+          "not one space per run of whitespace between other characters");
   require(qkgrad::translation::normalize_spaces(out) == out, "not idempotent");
 }
 

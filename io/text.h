@@ -1,5 +1,6 @@
 // Text: UTF-8 (the one place that decodes and encodes it: the corpus reader, the BLEU/chrF
-// scorers, the Bible text cleaner and the SVG writer all use these) and joining strings.
+// scorers, the Bible text cleaner and the SVG writer all use these), the one whitespace
+// normaliser (normalize_spaces: the corpus reader and the Bible cleaner) and joining strings.
 #pragma once
 
 #include <cstddef>
@@ -84,6 +85,58 @@ inline void append_utf8(std::string& out, char32_t cp) {
     out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
     out += static_cast<char>(0x80 | (cp & 0x3F));
   }
+}
+
+// Whitespace, as normalize_spaces reads it: every character that a reader sees as a space (or
+// as no character at all, between two words), in a corpus line or a Bible verse:
+//  - U+0000-U+0020 and U+007F: the ASCII space, tab, LF, VT, FF and CR, and the other C0
+//    controls and DEL. The controls have no glyph; where one is left in a line of text (BEL,
+//    ESC, the separators U+001C-U+001F, debris of a conversion) it is not part of a word, and
+//    reading it as a separator can never glue two words together;
+//  - U+0085 (next line), U+00A0 (no-break space), U+1680 (Ogham space mark), U+2000-U+200A
+//    (en quad ... hair space), U+2028 (line separator), U+2029 (paragraph separator), U+202F
+//    (narrow no-break space), U+205F (medium mathematical space), U+3000 (ideographic space):
+//    with tab..CR and the space, these are Unicode's White_Space property (what Python's
+//    str.split() splits on, too). SentencePiece's default nmt_nfkc normalisation, which the
+//    subword model applies to every line, turns tab, LF, FF, CR and all of this list but
+//    U+0085 into U+0020 as well (NFKC the no-break and typographic spaces, its own rules the
+//    others), so keeping them would only hide a word boundary from this code, not from the
+//    model.
+// Not whitespace: the zero-width characters (U+200B zero-width space, U+200C/U+200D joiners,
+// U+2060 word joiner, U+FEFF, U+00AD soft hyphen). They sit inside words (the joiners shape
+// Arabic and Indic scripts, the soft hyphen marks a break point) and separate nothing that a
+// reader sees; the corpus reader keeps them, and removing them is a separate step of the Bible
+// cleaner (corpora/bible_text.cpp). U+180E (Mongolian vowel separator) left White_Space in
+// Unicode 6.3 and is not in the set either.
+inline bool is_whitespace(char32_t cp) {
+  return cp <= 0x20 || cp == 0x7F || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F ||
+         cp == 0x205F || cp == 0x3000;
+}
+
+// `text` with every run of whitespace (is_whitespace) replaced by one ASCII space, and none at
+// either end. Everything else is copied byte for byte: other characters, and bytes that are not
+// well-formed UTF-8 (one at a time, so a bad byte never takes the bytes after it along; the
+// corpus reader rejects such lines before this, the Bible cleaner reports them later).
+inline std::string normalize_spaces(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  bool pending_space = false;
+  std::size_t size = 1;
+  for (std::size_t pos = 0; pos < text.size(); pos += size) {
+    char32_t cp = 0;
+    size = decode_utf8(text, pos, cp);
+    if (size == 0) {
+      size = 1;  // not a well-formed character: copy this byte as it is
+    } else if (is_whitespace(cp)) {
+      pending_space = !out.empty();
+      continue;
+    }
+    if (pending_space) out += ' ';
+    pending_space = false;
+    out.append(text.substr(pos, size));
+  }
+  return out;
 }
 
 // The parts with `separator` between them, like Python's separator.join(parts). Parts may be

@@ -53,7 +53,8 @@ class LineCursor {
   int64_t line_no_ = 0;
 };
 
-// Adds one aligned pair to `corpus`, normalised, or counts why it was dropped.
+// Adds one aligned pair to `corpus`, normalised (normalize_spaces, io/text.h), or counts why it
+// was dropped. The lines are valid UTF-8 here when they come from a file (LineCursor checks).
 void add_pair(ParallelCorpus& corpus, const std::string& src, const std::string& tgt, std::size_t max_line_bytes) {
   std::string s = normalize_spaces(src), t = normalize_spaces(tgt);
   if (s.empty() || t.empty()) {
@@ -81,22 +82,6 @@ std::vector<std::string> split_text_lines(std::string_view text, const std::stri
   LineCursor cursor(text, path);
   for (std::string line; cursor.next(line);) lines.push_back(line);
   return lines;
-}
-
-std::string normalize_spaces(const std::string& line) {
-  std::string out;
-  bool pending_space = false;
-  for (char ch : line) {
-    const bool space = ch == ' ' || ch == '\t' || ch == '\v' || ch == '\f' || ch == '\r' || ch == '\n';
-    if (space) {
-      pending_space = !out.empty();
-      continue;
-    }
-    if (pending_space) out.push_back(' ');
-    pending_space = false;
-    out.push_back(ch);
-  }
-  return out;
 }
 
 std::string ParallelCorpus::summary() const {

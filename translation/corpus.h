@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "io/text.h"
+
 namespace qkgrad::translation {
 
 // The lines of a UTF-8 text file (line endings \n or \r\n, stripped). Throws an Error naming the
@@ -20,8 +22,11 @@ std::vector<std::string> split_text_lines(std::string_view text, const std::stri
 // Is `text` valid UTF-8? If not, `bad_offset` gets the offset of the first invalid byte.
 bool valid_utf8(const std::string& text, std::size_t* bad_offset = nullptr);
 
-// Collapses runs of whitespace (spaces, tabs, ...) to one space and trims both ends.
-std::string normalize_spaces(const std::string& line);
+// Every run of whitespace (tabs, no-break spaces, U+3000, ...: the set of is_whitespace in
+// io/text.h) becomes one space, and none is left at either end; zero-width characters are kept.
+// The one normaliser of the project (io/text.h), also the Bible cleaner's; named here too for
+// the corpus reader's users.
+using qkgrad::normalize_spaces;
 
 struct ParallelCorpus {
   std::vector<std::string> src, tgt;  // aligned, whitespace-normalised, both non-empty
