@@ -123,12 +123,12 @@ void check_dir(const std::string& dir) {
 Json read_config_json(const std::string& dir) {
   check_dir(dir);
   const std::string path = file_in(dir, "config.json");
-  const Json j = Json::parse(read_file(path, 1 << 20), path);
-  QKGRAD_CHECK(j.is_object() && j.contains("format") && j.at("format").is_string() &&
-                   j.at("format").as_string() == kFormat,
-               path, ": not a qkgrad checkpoint config (its \"format\" is not \"", kFormat, "\")");
-  QKGRAD_CHECK(j.at("version").as_int() == kVersion, path, ": checkpoint format version ",
-               j.at("version").as_int(), " is not supported (this qkgrad reads version ", kVersion, ")");
+  const Json j = parse_json(read_file(path, 1 << 20), path);
+  QKGRAD_CHECK(j.is_object() && j.contains("format") && j.at("format") == kFormat, path,
+               ": not a qkgrad checkpoint config (its \"format\" is not \"", kFormat, "\")");
+  const int64_t version = JsonFields(j, path).integer("version");
+  QKGRAD_CHECK(version == kVersion, path, ": checkpoint format version ", version,
+               " is not supported (this qkgrad reads version ", kVersion, ")");
   return j;
 }
 
@@ -198,63 +198,64 @@ double TrainerState::get_double(const std::string& key) const {
 // ---- config <-> JSON ----
 
 Json config_to_json(const TransformerConfig& c) {
-  Json j = Json::object();
-  j.set("vocab", c.vocab);
-  j.set("d_model", c.d_model);
-  j.set("heads", c.heads);
-  j.set("ffn", c.ffn);
-  j.set("encoder_layers", c.encoder_layers);
-  j.set("decoder_layers", c.decoder_layers);
-  j.set("norm", norm_name(c.norm));
-  j.set("attention", mode_name(c.attention));
-  j.set("per_head_g", c.per_head_g);
-  j.set("qknorm_length", c.qknorm_length);
-  j.set("fixnorm", c.fixnorm);
-  j.set("dropout", c.dropout);
-  j.set("attention_dropout", c.attention_dropout);
-  j.set("ffn_dropout", c.ffn_dropout);
-  j.set("word_dropout", c.word_dropout);
-  j.set("pad_id", c.pad_id);
-  j.set("bos_id", c.bos_id);
-  j.set("eos_id", c.eos_id);
-  j.set("unk_id", c.unk_id);
-  j.set("seed", static_cast<int64_t>(c.seed));
-  j.set("dtype", std::string(dtype_name(c.dtype)));
-  j.set("vocabulary_id", c.vocabulary_id);
-  return j;
+  return {
+      {"vocab", c.vocab},
+      {"d_model", c.d_model},
+      {"heads", c.heads},
+      {"ffn", c.ffn},
+      {"encoder_layers", c.encoder_layers},
+      {"decoder_layers", c.decoder_layers},
+      {"norm", norm_name(c.norm)},
+      {"attention", mode_name(c.attention)},
+      {"per_head_g", c.per_head_g},
+      {"qknorm_length", c.qknorm_length},
+      {"fixnorm", c.fixnorm},
+      {"dropout", c.dropout},
+      {"attention_dropout", c.attention_dropout},
+      {"ffn_dropout", c.ffn_dropout},
+      {"word_dropout", c.word_dropout},
+      {"pad_id", c.pad_id},
+      {"bos_id", c.bos_id},
+      {"eos_id", c.eos_id},
+      {"unk_id", c.unk_id},
+      {"seed", static_cast<int64_t>(c.seed)},
+      {"dtype", dtype_name(c.dtype)},
+      {"vocabulary_id", c.vocabulary_id},
+  };
 }
 
-TransformerConfig config_from_json(const Json& j, const std::string& source) {
-  QKGRAD_CHECK(j.is_object(), source, ": the model config must be a JSON object");
+TransformerConfig config_from_json(const Json& json, const std::string& source) {
+  QKGRAD_CHECK(json.is_object(), source, ": the model config must be a JSON object");
   TransformerConfig c;
   try {
-    c.vocab = j.at("vocab").as_int();
-    c.d_model = j.at("d_model").as_int();
-    c.heads = j.at("heads").as_int();
-    c.ffn = j.at("ffn").as_int();
-    c.encoder_layers = j.at("encoder_layers").as_int();
-    c.decoder_layers = j.at("decoder_layers").as_int();
-    const std::string norm = j.at("norm").as_string(), mode = j.at("attention").as_string();
+    const JsonFields j(json, "", "model");
+    c.vocab = j.integer("vocab");
+    c.d_model = j.integer("d_model");
+    c.heads = j.integer("heads");
+    c.ffn = j.integer("ffn");
+    c.encoder_layers = j.integer("encoder_layers");
+    c.decoder_layers = j.integer("decoder_layers");
+    const std::string norm = j.string("norm"), mode = j.string("attention");
     QKGRAD_CHECK(norm == "layer_norm" || norm == "scale_norm", "\"norm\" must be \"layer_norm\" or \"scale_norm\", got \"", norm, "\"");
     QKGRAD_CHECK(mode == "qknorm" || mode == "scaled_dot", "\"attention\" must be \"qknorm\" or \"scaled_dot\", got \"", mode, "\"");
     c.norm = norm == "layer_norm" ? NormType::layer_norm : NormType::scale_norm;
     c.attention = mode == "qknorm" ? AttentionMode::qknorm : AttentionMode::scaled_dot;
-    c.per_head_g = j.at("per_head_g").as_bool();
-    c.qknorm_length = j.at("qknorm_length").as_double();
-    c.fixnorm = j.at("fixnorm").as_bool();
-    c.dropout = j.at("dropout").as_double();
-    c.attention_dropout = j.at("attention_dropout").as_double();
-    c.ffn_dropout = j.at("ffn_dropout").as_double();
-    c.word_dropout = j.at("word_dropout").as_double();
-    c.pad_id = j.at("pad_id").as_int();
-    c.bos_id = j.at("bos_id").as_int();
-    c.eos_id = j.at("eos_id").as_int();
-    c.unk_id = j.at("unk_id").as_int();
-    c.seed = static_cast<uint64_t>(j.at("seed").as_int());
-    const std::string dtype = j.at("dtype").as_string();
+    c.per_head_g = j.boolean("per_head_g");
+    c.qknorm_length = j.number("qknorm_length");
+    c.fixnorm = j.boolean("fixnorm");
+    c.dropout = j.number("dropout");
+    c.attention_dropout = j.number("attention_dropout");
+    c.ffn_dropout = j.number("ffn_dropout");
+    c.word_dropout = j.number("word_dropout");
+    c.pad_id = j.integer("pad_id");
+    c.bos_id = j.integer("bos_id");
+    c.eos_id = j.integer("eos_id");
+    c.unk_id = j.integer("unk_id");
+    c.seed = static_cast<uint64_t>(j.integer("seed"));
+    const std::string dtype = j.string("dtype");
     QKGRAD_CHECK(dtype == "f32" || dtype == "f64", "\"dtype\" must be \"f32\" or \"f64\", got \"", dtype, "\"");
     c.dtype = dtype == "f32" ? DType::f32 : DType::f64;
-    if (j.contains("vocabulary_id")) c.vocabulary_id = j.at("vocabulary_id").as_string();  // absent before it existed
+    if (j.has("vocabulary_id")) c.vocabulary_id = j.string("vocabulary_id");  // absent before it existed
     // Bounds far above any model this library trains, so that an edited or corrupted file is
     // refused with its field named instead of asking for terabytes.
     for (const auto& [field, value, most] : {std::tuple{"vocab", c.vocab, int64_t{1} << 24},
@@ -294,12 +295,8 @@ void save_checkpoint(const std::string& dir_name, const Seq2SeqTransformer& mode
                fresh, ": ", ec.message(), " (is the parent directory writable, and is there space on the disk?)");
   try {
     const std::string id = new_checkpoint_id();
-    Json config = Json::object();
-    config.set("format", kFormat);
-    config.set("version", kVersion);
-    config.set("id", id);
-    config.set("model", config_to_json(model.config()));
-    const std::string text = config.dump(2) + "\n";
+    const Json config = {{"format", kFormat}, {"version", kVersion}, {"id", id}, {"model", config_to_json(model.config())}};
+    const std::string text = dump_json(config, 2) + "\n";
     write_file_atomically(file_in(fresh, "config.json"), [&](std::FILE* f) { std::fputs(text.c_str(), f); });
     safetensors::save(file_in(fresh, "model.safetensors"), model.named_parameters(),
                       {{"format", kFormat}, {"kind", "model"}, {"id", id}});
@@ -333,7 +330,7 @@ bool checkpoint_exists(const std::string& dir) {
 TransformerConfig load_checkpoint_config(const std::string& dir) {
   const Json j = read_config_json(dir);
   const std::string path = file_in(dir, "config.json");
-  const TransformerConfig c = config_from_json(j.at("model"), path);
+  const TransformerConfig c = config_from_json(JsonFields(j, path).at("model"), path);
   // The weights must fit in model.safetensors: checked before a model of this size is built.
   std::error_code ec;
   const auto bytes = fs::file_size(file_in(dir, "model.safetensors"), ec);
@@ -358,11 +355,11 @@ SameSave read_same_save(const std::string& dir, const char* file, Json config) {
   const std::string path = file_in(dir, file);
   for (int attempt = 0;; ++attempt) {
     safetensors::Contents contents = safetensors::load(path);
-    const std::string id = config.at("id").as_string();
+    const std::string id = JsonFields(config, file_in(dir, "config.json")).string("id");
     const auto it = contents.metadata.find("id");
     if (it != contents.metadata.end() && it->second == id) return {std::move(config), std::move(contents)};
     Json now = read_config_json(dir);
-    if (attempt >= 4 || now.at("id").as_string() == id) check_id(contents.metadata, id, path);  // throws
+    if (attempt >= 4 || (now.contains("id") && now.at("id") == id)) check_id(contents.metadata, id, path);  // throws
     config = std::move(now);
   }
 }
@@ -373,7 +370,7 @@ void load_model_weights(const std::string& dir, Seq2SeqTransformer& model) {
   const std::string config_path = file_in(dir, "config.json");
   const TransformerConfig& mine = model.config();
   auto check_config = [&](const Json& j) {
-    const TransformerConfig saved = config_from_json(j.at("model"), config_path);
+    const TransformerConfig saved = config_from_json(JsonFields(j, config_path).at("model"), config_path);
     auto same = [&](const char* field, int64_t a, int64_t b) {
       QKGRAD_CHECK(a == b, config_path, ": the checkpoint was saved for ", field, " = ", a,
                    " but this model has ", field, " = ", b, "; build the model from the checkpoint's config");
@@ -397,7 +394,7 @@ void load_model_weights(const std::string& dir, Seq2SeqTransformer& model) {
   const Json first = read_config_json(dir);
   check_config(first);  // before reading the (large) tensor file
   const SameSave save = read_same_save(dir, "model.safetensors", first);
-  if (save.config.at("id").as_string() != first.at("id").as_string()) check_config(save.config);
+  if (save.config.at("id") != first.at("id")) check_config(save.config);
 
   const std::string path = file_in(dir, "model.safetensors");
   const safetensors::Contents& contents = save.contents;

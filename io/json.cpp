@@ -1,534 +1,248 @@
-// Json: the value type, the printer (dump) and a recursive-descent parser that reports the
-// line and column of the first problem. See io/json.h.
+// JSON on nlohmann::json: parsing with qkgrad's refusals (duplicate keys, deep nesting) and
+// errors that name the file, line and column; printing that refuses what JSON cannot hold;
+// reading an object's fields with errors that name the key. See io/json.h.
 #include "io/json.h"
 
-#include <charconv>
+#include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <system_error>
-#include <unordered_set>
+#include <set>
+#include <vector>
 
 #include "core/error.h"
 #include "io/text.h"
 
 namespace qkgrad {
 
-std::string_view json_kind_name(Json::Kind kind) {
-  switch (kind) {
-    case Json::Kind::null: return "null";
-    case Json::Kind::boolean: return "a boolean";
-    case Json::Kind::number: return "a number";
-    case Json::Kind::string: return "a string";
-    case Json::Kind::array: return "an array";
-    case Json::Kind::object: return "an object";
+namespace {
+
+// ---- parsing ----
+
+// The parser calls this at each event; it tracks the open arrays and objects (one frame each)
+// so that a duplicate key can be named by its path, and refuses nesting past the limit.
+class StructureCheck {
+ public:
+  explicit StructureCheck(std::string_view source) : source_(source) {}
+
+  bool operator()(int depth, Json::parse_event_t event, Json& parsed) {
+    using Event = Json::parse_event_t;
+    switch (event) {
+      case Event::object_start:
+      case Event::array_start:
+        if (depth >= kJsonMaxDepth) {
+          fail(cat(source_, ": arrays and objects are nested deeper than ", kJsonMaxDepth,
+                   " levels (the file is corrupt, or not what it should be)"));
+        }
+        frames_.push_back({event == Event::object_start, {}, {}, 0});
+        break;
+      case Event::key: {
+        Frame& frame = frames_.back();
+        frame.key = parsed.get<std::string>();
+        if (!frame.keys.insert(frame.key).second) {
+          const std::string where = path(frames_.size() - 1);
+          fail(cat(source_, ": duplicate key '", frame.key, "' in ",
+                   where.empty() ? std::string("the top-level object") : cat("'", where, "'"),
+                   " (which one was meant? keep one)"));
+        }
+        break;
+      }
+      case Event::object_end:
+      case Event::array_end:
+        frames_.pop_back();
+        count_element();
+        break;
+      case Event::value:
+        count_element();
+        break;
+    }
+    return true;  // keep every value
+  }
+
+ private:
+  struct Frame {
+    bool is_object;
+    std::set<std::string> keys;  // of an object, so far
+    std::string key;             // of an object: the key being read
+    std::size_t index;           // of an array: the element being read
+  };
+
+  void count_element() {
+    if (!frames_.empty() && !frames_.back().is_object) ++frames_.back().index;
+  }
+
+  // The path of the value being read inside the first `levels` frames: "model.layers[2]".
+  std::string path(std::size_t levels) const {
+    std::string out;
+    for (std::size_t i = 0; i < levels; ++i) {
+      const Frame& f = frames_[i];
+      out += f.is_object ? cat(out.empty() ? "" : ".", f.key) : cat("[", f.index, "]");
+    }
+    return out;
+  }
+
+  std::string source_;
+  std::vector<Frame> frames_;
+};
+
+// "SOURCE:LINE:COLUMN: what" for a syntax error: nlohmann's message less its "[json.exception.
+// parse_error.101] parse error at line 3, column 7: " prefix, with the line and column of the
+// last byte the parser read (counted here from e.byte, so that a lookahead newline gives the end
+// of its line, not column 0 of the next). "SOURCE: what" for errors without a position.
+std::string parse_error_message(const nlohmann::json::exception& e, std::string_view text, std::string_view source) {
+  std::string message = e.what();
+  if (const std::size_t end = message.find("] "); end != std::string::npos) message.erase(0, end + 2);
+  const auto* parse_error = dynamic_cast<const nlohmann::json::parse_error*>(&e);
+  if (parse_error == nullptr || parse_error->byte == 0) return cat(source, ": ", message);
+  if (const std::size_t colon = message.find(": "); message.rfind("parse error", 0) == 0 && colon != std::string::npos) {
+    message.erase(0, colon + 2);
+  }
+  const std::size_t last = std::min(parse_error->byte - 1, text.size());  // 0-based
+  std::size_t line = 1, line_start = 0;
+  for (std::size_t i = 0; i < last; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      line_start = i + 1;
+    }
+  }
+  return cat(source, ":", line, ":", last - line_start + 1, ": ", message);
+}
+
+// ---- printing ----
+
+std::string child_path(const std::string& parent, const std::string& key) {
+  return parent.empty() ? key : cat(parent, ".", key);
+}
+
+std::string named(const std::string& path) { return path.empty() ? "the top-level value" : cat("'", path, "'"); }
+
+// Throws naming the first value under `value` that JSON text cannot hold.
+void check_printable(const Json& value, const std::string& path) {
+  if (value.is_number_float() && !std::isfinite(value.get<double>())) {
+    fail(cat("cannot write ", named(path), " as JSON: it is ", std::isnan(value.get<double>()) ? "NaN" : "infinite",
+             ", and JSON has no NaN or infinity"));
+  }
+  if (value.is_string()) {
+    const std::size_t bad = first_invalid_utf8(value.get_ref<const std::string&>());
+    QKGRAD_CHECK(bad == std::string_view::npos, "cannot write ", named(path),
+                 " as JSON: the string is not valid UTF-8 (byte ", bad, "), and JSON text is UTF-8");
+  }
+  if (value.is_array()) {
+    for (std::size_t i = 0; i < value.size(); ++i) check_printable(value[i], cat(path, "[", i, "]"));
+  }
+  if (value.is_object()) {
+    for (const auto& [key, child] : value.items()) {
+      QKGRAD_CHECK(first_invalid_utf8(key) == std::string_view::npos, "cannot write a key of ", named(path),
+                   " as JSON: it is not valid UTF-8, and JSON text is UTF-8");
+      check_printable(child, child_path(path, key));
+    }
+  }
+}
+
+// A short description of a value for error messages: `2.5`, `"512" (a string)`, `an array`.
+std::string describe(const Json& value) {
+  if (value.is_number() || value.is_boolean()) return value.dump();
+  if (value.is_string()) {
+    std::string text = value.dump(-1, ' ', false, Json::error_handler_t::replace);
+    if (text.size() > 40) text = text.substr(0, 36) + "...\"";
+    return cat(text, " (a string)");
+  }
+  return std::string(json_kind_name(value));
+}
+
+}  // namespace
+
+Json parse_json(std::string_view text, std::string_view source) {
+  StructureCheck check(source);
+  try {
+    return Json::parse(text.begin(), text.end(), std::ref(check));
+  } catch (const nlohmann::json::exception& e) {
+    fail(parse_error_message(e, text, source));
+  }
+}
+
+std::string dump_json(const Json& value, int indent) {
+  check_printable(value, "");
+  return value.dump(indent);
+}
+
+std::string_view json_kind_name(const Json& value) {
+  switch (value.type()) {
+    case Json::value_t::null: return "null";
+    case Json::value_t::boolean: return "a boolean";
+    case Json::value_t::number_integer:
+    case Json::value_t::number_unsigned:
+    case Json::value_t::number_float: return "a number";
+    case Json::value_t::string: return "a string";
+    case Json::value_t::array: return "an array";
+    case Json::value_t::object: return "an object";
+    case Json::value_t::binary: return "binary data";
+    case Json::value_t::discarded: return "nothing";
   }
   return "?";
 }
 
-// ---------------------------------------------------------------------------------------------
-// The value
-// ---------------------------------------------------------------------------------------------
-
-Json Json::array() {
-  Json j;
-  j.kind_ = Kind::array;
-  return j;
-}
-
-Json Json::object() {
-  Json j;
-  j.kind_ = Kind::object;
-  return j;
-}
-
-namespace {
-// The path of a child: "model" + "d_model" -> "model.d_model"; "layers" + 2 -> "layers[2]".
-std::string child_path(const std::string& parent, std::string_view key) {
-  return parent.empty() ? std::string(key) : cat(parent, ".", key);
-}
-std::string element_path(const std::string& parent, std::size_t index) {
-  return cat(parent, "[", index, "]");
-}
-}  // namespace
-
-std::string Json::describe_where() const { return path_.empty() ? "" : cat(" for '", path_, "'"); }
-
-void Json::fail_kind(const char* expected) const {
-  fail(cat("json: expected ", expected, describe_where(), ", got ", json_kind_name(kind_)));
-}
-
-void Json::push_back(Json value) {
-  if (kind_ != Kind::array) fail_kind("an array to push_back into");
-  value.path_ = element_path(path_, elements_.size());
-  elements_.push_back(std::move(value));
-}
-
-void Json::set(std::string key, Json value) {
-  if (kind_ != Kind::object) fail_kind("an object to set a key in");
-  value.path_ = child_path(path_, key);
-  for (auto& [k, v] : items_) {
-    if (k == key) {
-      v = std::move(value);
-      return;
-    }
+std::optional<int64_t> json_exact_int(const Json& value) {
+  if (value.is_number_unsigned()) {
+    const uint64_t u = value.get<uint64_t>();
+    if (u <= static_cast<uint64_t>(INT64_MAX)) return static_cast<int64_t>(u);
+    return std::nullopt;
   }
-  items_.emplace_back(std::move(key), std::move(value));
+  if (value.is_number_integer()) return value.get<int64_t>();
+  if (value.is_number_float()) {
+    const double d = value.get<double>();
+    constexpr double kExact = 9007199254740992.0;  // 2^53
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) <= kExact) return static_cast<int64_t>(d);
+  }
+  return std::nullopt;
 }
 
-bool Json::as_bool() const {
-  if (kind_ != Kind::boolean) fail_kind("a boolean");
-  return bool_;
+// ---- JsonFields ----
+
+JsonFields::JsonFields(const Json& object, std::string source, std::string path)
+    : object_(object), source_(std::move(source)), path_(std::move(path)) {
+  QKGRAD_CHECK(object_.is_object(), prefix(), path_.empty() ? std::string("the file") : cat("'", path_, "'"),
+               " must be a JSON object, got ", describe(object_));
 }
 
-double Json::as_double() const {
-  if (kind_ != Kind::number) fail_kind("a number");
-  return number_;
+std::string JsonFields::prefix() const { return source_.empty() ? "" : cat(source_, ": "); }
+
+std::string JsonFields::path_of(std::string_view key) const { return child_path(path_, std::string(key)); }
+
+bool JsonFields::has(std::string_view key) const { return object_.contains(std::string(key)); }
+
+const Json& JsonFields::at(std::string_view key) const {
+  const auto it = object_.find(std::string(key));
+  if (it == object_.end()) fail(cat(prefix(), "missing key '", path_of(key), "'; add it to the file"));
+  return *it;
 }
 
-int64_t Json::as_int() const {
-  if (kind_ != Kind::number) fail_kind("a number");
-  if (is_int_) return int_;
-  // A double is accepted only where it is certainly the integer the author meant: integral
-  // and no larger than 2^53 (beyond that, neighbouring integers share one double).
-  constexpr double kExact = 9007199254740992.0;  // 2^53
-  QKGRAD_CHECK(std::trunc(number_) == number_ && std::fabs(number_) <= kExact, "json: expected ",
-               "an integer", describe_where(), ", got ", number_,
-               " (write it as an integer literal, without a fraction or exponent)");
-  return static_cast<int64_t>(number_);
+void JsonFields::fail_kind(std::string_view key, std::string_view expected) const {
+  fail(cat(prefix(), "'", path_of(key), "' must be ", expected, ", got ", describe(at(key))));
 }
 
-const std::string& Json::as_string() const {
-  if (kind_ != Kind::string) fail_kind("a string");
-  return string_;
+int64_t JsonFields::integer(std::string_view key) const {
+  const std::optional<int64_t> value = json_exact_int(at(key));
+  if (!value) fail_kind(key, "an integer (that fits in 64 bits)");
+  return *value;
 }
 
-const std::vector<Json>& Json::elements() const {
-  if (kind_ != Kind::array) fail_kind("an array");
-  return elements_;
+double JsonFields::number(std::string_view key) const {
+  const Json& value = at(key);
+  if (!value.is_number()) fail_kind(key, "a number");
+  return value.get<double>();
 }
 
-const std::vector<std::pair<std::string, Json>>& Json::items() const {
-  if (kind_ != Kind::object) fail_kind("an object");
-  return items_;
+bool JsonFields::boolean(std::string_view key) const {
+  const Json& value = at(key);
+  if (!value.is_boolean()) fail_kind(key, "true or false");
+  return value.get<bool>();
 }
 
-std::size_t Json::size() const {
-  if (kind_ == Kind::array) return elements_.size();
-  if (kind_ == Kind::object) return items_.size();
-  fail_kind("an array or an object");
+const std::string& JsonFields::string(std::string_view key) const {
+  const Json& value = at(key);
+  if (!value.is_string()) fail_kind(key, "a string");
+  return value.get_ref<const std::string&>();
 }
 
-const Json& Json::operator[](std::size_t index) const {
-  const std::vector<Json>& e = elements();
-  QKGRAD_CHECK(index < e.size(), "json: index ", index, " is out of range", describe_where(),
-               ": the array has ", e.size(), " elements");
-  return e[index];
-}
-
-const Json* Json::find(std::string_view key) const {
-  for (const auto& [k, v] : items()) {
-    if (k == key) return &v;
-  }
-  return nullptr;
-}
-
-bool Json::contains(std::string_view key) const { return find(key) != nullptr; }
-
-const Json& Json::at(std::string_view key) const {
-  const Json* v = find(key);
-  QKGRAD_CHECK(v != nullptr, "json: missing key '", key, "' in ",
-               path_.empty() ? std::string("the top-level object") : cat("'", path_, "'"),
-               "; add it to the file");
-  return *v;
-}
-
-// ---------------------------------------------------------------------------------------------
-// The printer
-// ---------------------------------------------------------------------------------------------
-
-namespace {
-
-// Writes s as a JSON string literal: quotes, backslashes and control characters are escaped
-// (\n, \t, ... or \u00XX); every other byte, including UTF-8 sequences, is copied as is.
-void dump_string(std::string& out, std::string_view s) {
-  out += '"';
-  for (const char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-}
-
-void newline_and_indent(std::string& out, int indent, int level) {
-  if (indent < 0) return;
-  out += '\n';
-  out.append(static_cast<std::size_t>(indent) * static_cast<std::size_t>(level), ' ');
-}
-
-}  // namespace
-
-std::string Json::dump(int indent) const {
-  std::string out;
-  dump_to(out, indent, 0);
-  return out;
-}
-
-void Json::dump_to(std::string& out, int indent, int level) const {
-  switch (kind_) {
-    case Kind::null: out += "null"; return;
-    case Kind::boolean: out += bool_ ? "true" : "false"; return;
-    case Kind::string: dump_string(out, string_); return;
-    case Kind::number: {
-      QKGRAD_CHECK(std::isfinite(number_), "json: cannot write ", number_, describe_where(),
-                   ": JSON has no NaN or infinity; store it as a string or check the value");
-      // std::to_chars with no precision gives the shortest text that reads back to exactly
-      // the same double (0.1 -> "0.1", not "0.10000000000000001"), and unlike printf it
-      // ignores the locale's decimal separator.
-      char buf[32];
-      const auto result = is_int_ ? std::to_chars(buf, buf + sizeof buf, int_)
-                                  : std::to_chars(buf, buf + sizeof buf, number_);
-      out.append(buf, result.ptr);
-      return;
-    }
-    case Kind::array: {
-      if (elements_.empty()) {
-        out += "[]";
-        return;
-      }
-      out += '[';
-      for (std::size_t i = 0; i < elements_.size(); ++i) {
-        if (i > 0) out += ',';
-        newline_and_indent(out, indent, level + 1);
-        elements_[i].dump_to(out, indent, level + 1);
-      }
-      newline_and_indent(out, indent, level);
-      out += ']';
-      return;
-    }
-    case Kind::object: {
-      if (items_.empty()) {
-        out += "{}";
-        return;
-      }
-      out += '{';
-      for (std::size_t i = 0; i < items_.size(); ++i) {
-        if (i > 0) out += ',';
-        newline_and_indent(out, indent, level + 1);
-        dump_string(out, items_[i].first);
-        out += indent < 0 ? ":" : ": ";
-        items_[i].second.dump_to(out, indent, level + 1);
-      }
-      newline_and_indent(out, indent, level);
-      out += '}';
-      return;
-    }
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// The parser: one function per grammar rule of RFC 8259, reading text_ at pos_.
-// ---------------------------------------------------------------------------------------------
-
-class JsonParser {
- public:
-  JsonParser(std::string_view text, std::string_view source) : text_(text), source_(source) {}
-
-  Json parse_document() {
-    Json value = parse_value("", 0);
-    skip_whitespace();
-    if (!at_end()) error(cat("unexpected ", describe_next(), " after the end of the JSON value"));
-    return value;
-  }
-
- private:
-  // Throws "source:line:column: message", both counted from 1 (columns in bytes).
-  [[noreturn]] void error(const std::string& message) const { error_at(pos_, message); }
-  [[noreturn]] void error_at(std::size_t pos, const std::string& message) const {
-    fail(cat(source_, ":", line_column(pos), ": ", message));
-  }
-
-  // "3:14": the line and column of the byte at pos.
-  std::string line_column(std::size_t pos) const {
-    std::size_t line = 1, column = 1;
-    for (std::size_t i = 0; i < pos && i < text_.size(); ++i) {
-      if (text_[i] == '\n') {
-        ++line;
-        column = 1;
-      } else {
-        ++column;
-      }
-    }
-    return cat(line, ":", column);
-  }
-
-  // The next character for messages: "'x'", "byte 0x01" or "the end of the input".
-  std::string describe_next() const {
-    if (pos_ >= text_.size()) return "the end of the input";
-    const auto c = static_cast<unsigned char>(text_[pos_]);
-    if (c >= 0x20 && c < 0x7f) return cat("'", text_[pos_], "'");
-    char buf[8];
-    std::snprintf(buf, sizeof buf, "0x%02x", c);
-    return cat("byte ", buf);
-  }
-
-  bool at_end() const { return pos_ >= text_.size(); }
-  char peek() const { return at_end() ? '\0' : text_[pos_]; }
-
-  void skip_whitespace() {
-    while (!at_end() && (peek() == ' ' || peek() == '\t' || peek() == '\n' || peek() == '\r')) {
-      ++pos_;
-    }
-  }
-
-  void expect(char c, const char* context) {
-    skip_whitespace();
-    if (peek() != c) error(cat("expected '", c, "' ", context, ", got ", describe_next()));
-    ++pos_;
-  }
-
-  Json parse_value(const std::string& path, int depth) {
-    skip_whitespace();
-    if (at_end()) error("expected a JSON value, got the end of the input");
-    Json value;
-    switch (peek()) {
-      case '{': value = parse_object(path, depth + 1); break;
-      case '[': value = parse_array(path, depth + 1); break;
-      case '"': value = Json(parse_string()); break;
-      case 't': parse_literal("true"); value = Json(true); break;
-      case 'f': parse_literal("false"); value = Json(false); break;
-      case 'n': parse_literal("null"); break;
-      default:
-        if (peek() == '-' || (peek() >= '0' && peek() <= '9')) {
-          value = parse_number();
-        } else {
-          error(cat("expected a JSON value, got ", describe_next()));
-        }
-    }
-    value.path_ = path;
-    return value;
-  }
-
-  void parse_literal(std::string_view word) {
-    if (text_.substr(pos_, word.size()) != word) {
-      error(cat("invalid literal; did you mean '", word, "'? (JSON literals are true, false and "
-                "null, in lower case)"));
-    }
-    pos_ += word.size();
-  }
-
-  void check_depth(int depth) const {
-    if (depth > Json::kMaxDepth) {
-      error(cat("nesting is deeper than ", Json::kMaxDepth, " arrays/objects"));
-    }
-  }
-
-  Json parse_object(const std::string& path, int depth) {
-    check_depth(depth);
-    const std::size_t start = pos_;
-    ++pos_;  // '{'
-    Json object = Json::object();
-    std::unordered_set<std::string> keys;  // to reject duplicates without a quadratic search
-    skip_whitespace();
-    if (peek() == '}') {
-      ++pos_;
-      return object;
-    }
-    while (true) {
-      skip_whitespace();
-      if (peek() != '"') {
-        error(cat("expected a string key in the object that starts at ", line_column(start),
-                  ", got ", describe_next()));
-      }
-      const std::size_t key_pos = pos_;
-      std::string key = parse_string();
-      if (!keys.insert(key).second) {
-        error_at(key_pos, cat("duplicate key '", key, "' in an object"));
-      }
-      expect(':', "after object key");
-      Json value = parse_value(child_path(path, key), depth);
-      object.items_.emplace_back(std::move(key), std::move(value));
-      skip_whitespace();
-      if (peek() == ',') {
-        ++pos_;
-        continue;
-      }
-      if (peek() == '}') {
-        ++pos_;
-        return object;
-      }
-      error(cat("expected ',' or '}' in the object that starts at ", line_column(start), ", got ",
-                describe_next()));
-    }
-  }
-
-  Json parse_array(const std::string& path, int depth) {
-    check_depth(depth);
-    const std::size_t start = pos_;
-    ++pos_;  // '['
-    Json array = Json::array();
-    skip_whitespace();
-    if (peek() == ']') {
-      ++pos_;
-      return array;
-    }
-    while (true) {
-      array.elements_.push_back(parse_value(element_path(path, array.elements_.size()), depth));
-      skip_whitespace();
-      if (peek() == ',') {
-        ++pos_;
-        continue;
-      }
-      if (peek() == ']') {
-        ++pos_;
-        return array;
-      }
-      error(cat("expected ',' or ']' in the array that starts at ", line_column(start), ", got ",
-                describe_next()));
-    }
-  }
-
-  // number = [ '-' ] int [ frac ] [ exp ], with int = '0' | [1-9][0-9]*
-  Json parse_number() {
-    const std::size_t start = pos_;
-    auto digits = [&] {
-      const std::size_t from = pos_;
-      while (!at_end() && peek() >= '0' && peek() <= '9') ++pos_;
-      return pos_ - from;
-    };
-    if (peek() == '-') ++pos_;
-    if (peek() == '0') {
-      ++pos_;
-      if (peek() >= '0' && peek() <= '9') error_at(start, "numbers must not have leading zeros");
-    } else if (digits() == 0) {
-      error("expected a digit after '-'");
-    }
-    bool integral = true;
-    if (peek() == '.') {
-      ++pos_;
-      integral = false;
-      if (digits() == 0) error("expected a digit after the decimal point");
-    }
-    if (peek() == 'e' || peek() == 'E') {
-      ++pos_;
-      integral = false;
-      if (peek() == '+' || peek() == '-') ++pos_;
-      if (digits() == 0) error("expected a digit in the exponent");
-    }
-    const std::string_view literal = text_.substr(start, pos_ - start);
-
-    // The double, correctly rounded (std::from_chars, like to_chars, ignores the locale).
-    Json number;
-    number.kind_ = Json::Kind::number;
-    const auto d = std::from_chars(literal.data(), literal.data() + literal.size(), number.number_);
-    if (d.ec == std::errc::result_out_of_range) {
-      error_at(start, cat("number ", literal, " is out of the range of a double"));
-    }
-    // The exact integer too, when the literal is one that fits in int64. "-0" stays a double,
-    // so that negative zero survives a round trip.
-    if (integral && literal != "-0") {
-      const auto i = std::from_chars(literal.data(), literal.data() + literal.size(), number.int_);
-      number.is_int_ = i.ec == std::errc();
-    }
-    return number;
-  }
-
-  // Four hex digits of a \u escape.
-  unsigned parse_hex4() {
-    unsigned value = 0;
-    for (int i = 0; i < 4; ++i) {
-      const char c = peek();
-      unsigned digit;
-      if (c >= '0' && c <= '9') digit = static_cast<unsigned>(c - '0');
-      else if (c >= 'a' && c <= 'f') digit = static_cast<unsigned>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') digit = static_cast<unsigned>(c - 'A' + 10);
-      else error("expected 4 hex digits after \\u");
-      value = value * 16 + digit;
-      ++pos_;
-    }
-    return value;
-  }
-
-  // A string literal; \uXXXX escapes become UTF-8 (a surrogate pair becomes one code point).
-  std::string parse_string() {
-    const std::size_t start = pos_;
-    ++pos_;  // '"'
-    std::string out;
-    while (true) {
-      if (at_end()) error_at(start, "unterminated string (no closing '\"')");
-      const char c = text_[pos_];
-      if (c == '"') {
-        ++pos_;
-        return out;
-      }
-      if (static_cast<unsigned char>(c) < 0x20) {
-        error("control characters (such as a newline or tab) must be escaped inside a string");
-      }
-      if (c != '\\') {
-        out += c;  // any other byte, including the bytes of UTF-8 sequences, as is
-        ++pos_;
-        continue;
-      }
-      const std::size_t escape = pos_;
-      ++pos_;  // '\'
-      const char e = peek();
-      ++pos_;
-      switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          unsigned cp = parse_hex4();
-          if (cp >= 0xDC00 && cp <= 0xDFFF) {
-            error_at(escape, "unpaired low surrogate in a \\u escape");
-          }
-          if (cp >= 0xD800 && cp <= 0xDBFF) {  // high surrogate: a low one must follow
-            if (text_.substr(pos_, 2) != "\\u") {
-              error_at(escape, "high surrogate in a \\u escape is not followed by a low one");
-            }
-            pos_ += 2;
-            const unsigned low = parse_hex4();
-            if (low < 0xDC00 || low > 0xDFFF) {
-              error_at(escape, "high surrogate in a \\u escape is not followed by a low one");
-            }
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-          }
-          append_utf8(out, static_cast<char32_t>(cp));  // io/text.h
-          break;
-        }
-        default:
-          error_at(escape, "invalid escape in a string (valid: \\\" \\\\ \\/ \\b \\f \\n \\r \\t "
-                           "\\uXXXX)");
-      }
-    }
-  }
-
-  std::string_view text_;
-  std::string_view source_;
-  std::size_t pos_ = 0;
-};
-
-Json Json::parse(std::string_view text, std::string_view source_name) {
-  return JsonParser(text, source_name).parse_document();
-}
+JsonFields JsonFields::object(std::string_view key) const { return JsonFields(at(key), source_, path_of(key)); }
 
 }  // namespace qkgrad

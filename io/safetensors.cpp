@@ -74,13 +74,11 @@ using File = std::unique_ptr<std::FILE, int (*)(std::FILE*)>;
 // A non-negative integer from the header, or an Error naming the tensor and the field.
 uint64_t read_count(const Json& value, const std::string& path, const std::string& name,
                     const char* field) {
-  if (value.is_integer() && value.as_int() >= 0) return static_cast<uint64_t>(value.as_int());
-  std::string got = value.is_number() || value.is_string()
-                        ? value.dump()
-                        : std::string(json_kind_name(value.kind()));
-  if (value.is_number() && !value.is_integer()) {
-    got += " (not an integer literal that fits in 64 bits)";
-  }
+  // An integer literal (not 2.0) in [0, 2^63): sizes and offsets become int64 later.
+  const std::optional<int64_t> count = value.is_number_integer() ? json_exact_int(value) : std::nullopt;
+  if (count && *count >= 0) return static_cast<uint64_t>(*count);
+  std::string got = value.is_number() || value.is_string() ? value.dump() : std::string(json_kind_name(value));
+  if (value.is_number() && !count) got += " (not an integer literal that fits in 64 bits)";
   fail(cat(path, ": tensor '", name, "': ", field, " must hold non-negative integers, got ", got,
            " (the header is corrupt)"));
 }
@@ -90,7 +88,7 @@ Entry read_entry(const std::string& path, const std::string& name, const Json& i
                  uint64_t data_bytes) {
   const auto where = [&] { return cat(path, ": tensor '", name, "'"); };
   QKGRAD_CHECK(info.is_object(), where(), ": expected an object with dtype, shape and ",
-               "data_offsets, got ", json_kind_name(info.kind()), " (the header is corrupt)");
+               "data_offsets, got ", json_kind_name(info), " (the header is corrupt)");
   for (const auto& [key, value] : info.items()) {
     QKGRAD_CHECK(key == "dtype" || key == "shape" || key == "data_offsets", where(),
                  " has an unknown field '", key,
@@ -105,20 +103,20 @@ Entry read_entry(const std::string& path, const std::string& name, const Json& i
   // dtype
   const Json& dtype = info.at("dtype");
   QKGRAD_CHECK(dtype.is_string(), where(), ": dtype must be a string, got ",
-               json_kind_name(dtype.kind()), " (the header is corrupt)");
-  QKGRAD_CHECK(parse_dtype(dtype.as_string(), e.dtype), where(), " has dtype '",
-               dtype.as_string(), "', which qkgrad does not read (it reads F32, F64 and I64; ",
+               json_kind_name(dtype), " (the header is corrupt)");
+  QKGRAD_CHECK(parse_dtype(dtype.get_ref<const std::string&>(), e.dtype), where(), " has dtype '",
+               dtype.get_ref<const std::string&>(), "', which qkgrad does not read (it reads F32, F64 and I64; ",
                "convert the tensor to one of them before saving)");
 
   // shape, and its element count (checked for overflow at every step)
   const Json& shape = info.at("shape");
   QKGRAD_CHECK(shape.is_array(), where(), ": shape must be an array of sizes, got ",
-               json_kind_name(shape.kind()), " (the header is corrupt)");
+               json_kind_name(shape), " (the header is corrupt)");
   QKGRAD_CHECK(shape.size() <= static_cast<std::size_t>(Shape::kMaxRank), where(), " has rank ",
                shape.size(), "; qkgrad tensors have at most ", Shape::kMaxRank, " dimensions");
   int64_t numel = 1;
   int64_t span = 1;  // the product of the non-zero sizes: strides must fit even when numel is 0
-  for (const Json& dim : shape.elements()) {
+  for (const Json& dim : shape) {
     e.shape.push_back(static_cast<int64_t>(read_count(dim, path, name, "shape")));
     QKGRAD_CHECK(!__builtin_mul_overflow(numel, e.shape.back(), &numel) && numel < kMaxElements,
                  where(), " has shape ", shape.dump(),
@@ -133,7 +131,7 @@ Entry read_entry(const std::string& path, const std::string& name, const Json& i
   const Json& offsets = info.at("data_offsets");
   QKGRAD_CHECK(offsets.is_array() && offsets.size() == 2, where(),
                ": data_offsets must be an array [begin, end], got ",
-               offsets.is_array() ? offsets.dump() : std::string(json_kind_name(offsets.kind())),
+               offsets.is_array() ? offsets.dump() : std::string(json_kind_name(offsets)),
                " (the header is corrupt)");
   e.begin = read_count(offsets[0], path, name, "data_offsets");
   e.end = read_count(offsets[1], path, name, "data_offsets");
@@ -144,7 +142,7 @@ Entry read_entry(const std::string& path, const std::string& name, const Json& i
                " bytes (the file is truncated or corrupt)");
   const uint64_t expected = static_cast<uint64_t>(numel) * dtype_size(e.dtype);
   QKGRAD_CHECK(e.end - e.begin == expected, where(), " has shape ", shape.dump(), " and dtype ",
-               dtype.as_string(), ", which take ", expected, " bytes, but its data_offsets [",
+               dtype.get_ref<const std::string&>(), ", which take ", expected, " bytes, but its data_offsets [",
                e.begin, ", ", e.end, ") hold ", e.end - e.begin, " (the header is corrupt)");
   return e;
 }
@@ -182,11 +180,7 @@ void save(const std::string& path, const std::vector<std::pair<std::string, Tens
           const Metadata& metadata) {
   // The header, with each tensor's bytes placed right after the previous tensor's.
   Json header = Json::object();
-  if (!metadata.empty()) {
-    Json meta = Json::object();
-    for (const auto& [key, value] : metadata) meta.set(key, value);
-    header.set(kMetadataKey, std::move(meta));
-  }
+  if (!metadata.empty()) header[kMetadataKey] = metadata;  // an object of strings
   std::set<std::string_view> names;
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
@@ -196,20 +190,14 @@ void save(const std::string& path, const std::vector<std::pair<std::string, Tens
                  "' is used twice; give each tensor its own name");
     QKGRAD_CHECK(t.defined(), "safetensors::save('", path, "'): tensor '", name,
                  "' is undefined (a default-constructed Tensor)");
-    Json entry = Json::object();
-    entry.set("dtype", format_dtype_name(t.dtype()));
     Json shape = Json::array();
     for (const int64_t d : t.shape()) shape.push_back(d);
-    entry.set("shape", std::move(shape));
-    Json offsets = Json::array();
-    offsets.push_back(static_cast<int64_t>(offset));
+    const uint64_t begin = offset;
     offset += t.nbytes();
-    offsets.push_back(static_cast<int64_t>(offset));
-    entry.set("data_offsets", std::move(offsets));
-    header.set(name, std::move(entry));
+    header[name] = {{"dtype", format_dtype_name(t.dtype())}, {"shape", shape}, {"data_offsets", {begin, offset}}};
   }
   // Spaces (JSON whitespace) pad the header to a multiple of 8, so the data is 8-byte aligned.
-  std::string text = header.dump();
+  std::string text = dump_json(header);
   text.append((8 - text.size() % 8) % 8, ' ');
 
   write_file_atomically(path, [&](std::FILE* file) {
@@ -255,12 +243,12 @@ Contents read_contents(const std::string& name, uint64_t total_bytes, ReadExactl
   read_exactly(text.data(), header_bytes, "the header");
   Json header;
   try {
-    header = Json::parse(text, path);
+    header = parse_json(text, path);
   } catch (const Error& e) {
     fail(cat(e.what(), " (in the JSON header, which starts at byte 8; the file is corrupt or not "
              "a safetensors file)"));
   }
-  QKGRAD_CHECK(header.is_object(), path, ": the header is ", json_kind_name(header.kind()),
+  QKGRAD_CHECK(header.is_object(), path, ": the header is ", json_kind_name(header),
                ", not a JSON object (the file is corrupt or not a safetensors file)");
   Contents contents;
   std::vector<Entry> entries;
@@ -270,12 +258,14 @@ Contents read_contents(const std::string& name, uint64_t total_bytes, ReadExactl
       continue;
     }
     QKGRAD_CHECK(info.is_object(), path, ": __metadata__ must be an object of strings, got ",
-                 json_kind_name(info.kind()));
-    for (const auto& [meta_key, value] : info.items()) {
+                 json_kind_name(info));
+    for (const auto& item : info.items()) {
+      const std::string& meta_key = item.key();
+      const Json& value = item.value();
       QKGRAD_CHECK(value.is_string(), path, ": __metadata__ value '", meta_key,
-                   "' must be a string, got ", json_kind_name(value.kind()),
+                   "' must be a string, got ", json_kind_name(value),
                    " (safetensors metadata maps strings to strings)");
-      contents.metadata[meta_key] = value.as_string();
+      contents.metadata[meta_key] = value.get<std::string>();
     }
   }
 

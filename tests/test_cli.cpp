@@ -147,10 +147,10 @@ TEST_CASE("attention-stats: one line per attention module, printed and as JSON l
     CHECK(line.find("\"module\":") != std::string::npos);
     CHECK(line.find("\"saturated_fraction\":") != std::string::npos);
   }
-  const qkgrad::Json config = qkgrad::Json::parse(read(tmp / "run/checkpoints/last/config.json"), "config.json");
+  const qkgrad::Json config = qkgrad::parse_json(read(tmp / "run/checkpoints/last/config.json"), "config.json");
   // encoder self per encoder layer; decoder self + cross per decoder layer
-  const qkgrad::Json& model = config.at("model");
-  CHECK(lines == model.at("encoder_layers").as_int() + 2 * model.at("decoder_layers").as_int());
+  const qkgrad::JsonFields model = qkgrad::JsonFields(config, "config.json").object("model");
+  CHECK(lines == model.integer("encoder_layers") + 2 * model.integer("decoder_layers"));
   r = run("attention-stats --run " + tmp / "nope");
   CHECK(r.status == 1);
   CHECK(r.output.find("does not exist") != std::string::npos);
@@ -207,8 +207,8 @@ TEST_CASE("--device: cpu works as before; cuda where CUDA cannot run is a usage 
   INFO(r.output);
   REQUIRE(r.status == 0);
   CHECK(r.output.find("attention, on cpu;") != std::string::npos);
-  const qkgrad::Json options = qkgrad::Json::parse(read(tmp / "run/options.json"), "options.json");
-  CHECK(options.at("device").as_string() == "cpu");
+  const qkgrad::Json options = qkgrad::parse_json(read(tmp / "run/options.json"), "options.json");
+  CHECK(options.at("device") == "cpu");
   write(tmp / "in.txt", "uno dos\ntres\n");
   const Result plain = run("translate --run " + tmp / "run" + " --input " + tmp / "in.txt");
   const Result on_cpu = run("translate --run " + tmp / "run" + " --input " + tmp / "in.txt" + " --device cpu");
@@ -223,8 +223,8 @@ TEST_CASE("--device: cpu works as before; cuda where CUDA cannot run is a usage 
   // The device is not part of the model: a run whose options.json says it was trained on a GPU
   // resumes (and translates) on the CPU.
   qkgrad::Json trained_on_gpu = options;
-  trained_on_gpu.set("device", std::string("cuda"));
-  write(tmp / "run/options.json", trained_on_gpu.dump(2) + "\n");
+  trained_on_gpu["device"] = "cuda";
+  write(tmp / "run/options.json", qkgrad::dump_json(trained_on_gpu, 2) + "\n");
   r = run("train --data " + tmp.path + " --run " + tmp / "run" +
           " --preset tiny --vocab-size 30 --max-steps 12 --eval-every 100000 --threads 1 --device cpu --resume");
   INFO(r.output);

@@ -63,29 +63,17 @@ std::string join_safetensors(std::string header, const std::string& data) {
 // The file with its last tensor (by offset) claiming 8 more bytes than the data section has.
 std::string claiming_more_data(const std::string& bytes) {
   const StFile f = split_safetensors(bytes);
-  const Json header = Json::parse(f.header, "header");
-  Json out = Json::object();
+  Json header = parse_json(f.header, "header");
   std::string last;
   int64_t last_end = -1;
   for (const auto& [name, info] : header.items()) {
-    if (name != "__metadata__" && info.at("data_offsets")[1].as_int() > last_end) {
-      last_end = info.at("data_offsets")[1].as_int();
+    if (name != "__metadata__" && info.at("data_offsets")[1].get<int64_t>() > last_end) {
+      last_end = info.at("data_offsets")[1].get<int64_t>();
       last = name;
     }
   }
-  for (const auto& [name, info] : header.items()) {
-    if (name != last) {
-      out.set(name, info);
-      continue;
-    }
-    Json entry = info;
-    Json offsets = Json::array();
-    offsets.push_back(info.at("data_offsets")[0].as_int());
-    offsets.push_back(last_end + 8);
-    entry.set("data_offsets", offsets);
-    out.set(name, entry);
-  }
-  return join_safetensors(out.dump(), f.data);
+  header[last]["data_offsets"][1] = last_end + 8;
+  return join_safetensors(dump_json(header), f.data);
 }
 
 bool all_equal(const Tensor& t, float value) {
@@ -973,12 +961,10 @@ TEST_CASE("reliability: --resume after SIGKILL mid-training is identical to an u
     std::vector<std::string> lines;
     const std::string text = read(run + "/metrics.jsonl");
     for (std::size_t start = 0, end; (end = text.find('\n', start)) != std::string::npos; start = end + 1) {
-      const Json j = Json::parse(text.substr(start, end - start), "metrics.jsonl");
-      Json kept = Json::object();
-      for (const auto& [key, value] : j.items()) {
-        if (key != "elapsed_s" && key != "tokens_per_s") kept.set(key, value);
-      }
-      lines.push_back(kept.dump());
+      Json j = parse_json(text.substr(start, end - start), "metrics.jsonl");
+      j.erase("elapsed_s");
+      j.erase("tokens_per_s");
+      lines.push_back(dump_json(j));
     }
     return lines;
   };

@@ -215,7 +215,7 @@ TEST_CASE("run safety: a second process on the same run directory is refused at 
   for (std::size_t start = 0, end; (end = text.find('\n', start)) != std::string::npos; start = end + 1) {
     const std::string line = text.substr(start, end - start);
     CHECK(seen.insert(line).second);
-    const int64_t step = Json::parse(line, "metrics.jsonl").at("step").as_int();
+    const int64_t step = JsonFields(parse_json(line, "metrics.jsonl"), "metrics.jsonl").integer("step");
     CHECK(step >= previous);
     previous = step;
   }
@@ -331,11 +331,9 @@ TEST_CASE("run safety: damaged trainer counters, oversized configs and another r
            {"encoder_layers", 100000000, "\"encoder_layers\" is 100000000, more than the largest supported"},
            {"ffn", 500000, "has only"}}) {
     INFO(field << " = " << value);
-    Json config = Json::parse(config_text, config_path);
-    Json model = config.at("model");
-    model.set(field, value);
-    config.set("model", model);
-    write(config_path, config.dump(2));
+    Json config = parse_json(config_text, config_path);
+    config["model"][field] = value;
+    write(config_path, dump_json(config, 2));
     expect_exit(qk({"translate", "--run", run, "--input", tmp / "in.txt", "--output", tmp / "out.txt"}), 1,
                 {config_path, says});
     CHECK_FALSE(exists(tmp / "out.txt"));
@@ -366,8 +364,8 @@ TEST_CASE("run safety: eval from another directory scores the run's own data", "
                  "--eval-every", "10", "--eval-sentences", "1", "--threads", "1"}};
   train.cwd = tmp / "a";
   expect_exit(run_command(train), 0, {});
-  const Json options = Json::parse(read(tmp / "a/run/options.json"), "options.json");
-  CHECK(options.at("data").as_string() == tmp / "a/data");  // absolute
+  const Json options = parse_json(read(tmp / "a/run/options.json"), "options.json");
+  CHECK(options.at("data") == tmp / "a/data");  // absolute
   Command eval{{"eval", "--run", "../a/run"}};
   eval.cwd = tmp / "b";
   expect_exit(run_command(eval), 0, {"(40 sentences"});

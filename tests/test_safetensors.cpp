@@ -146,9 +146,9 @@ TEST_CASE("safetensors: the bytes on disk follow the format", "[safetensors]") {
   CHECK(header_text.front() == '{');
   CHECK(header_text.find_last_not_of(' ') == header_text.rfind('}'));  // then spaces only
 
-  const Json header = Json::parse(header_text, "header");
-  CHECK(header.items()[0].first == "__metadata__");
-  CHECK(header.at("__metadata__").at("format").as_string() == "pt");
+  const Json header = parse_json(header_text, "header");
+  CHECK(header.begin().key() == "__metadata__");
+  CHECK(header.at("__metadata__").at("format") == "pt");
   CHECK(header.at("encoder.w").dump() ==
         R"({"dtype":"F32","shape":[3,4],"data_offsets":[0,48]})");
   CHECK(header.at("scale").dump() == R"({"dtype":"F64","shape":[],"data_offsets":[48,56]})");
@@ -257,8 +257,8 @@ TEST_CASE("safetensors: load checks every field of the header", "[safetensors][e
   CHECK(error_for(tensor(dtype + shape + R"("data_offsets": [0, 16])"), 16).empty());
 
   CHECK_THAT(error_for("[]", 0), Contains("the header is an array, not a JSON object"));
-  CHECK_THAT(error_for("{\"w\": 1,}", 0), Contains(path + ":1:9: expected a string key"));
-  CHECK_THAT(error_for("", 0), Contains("expected a JSON value"));
+  CHECK_THAT(error_for("{\"w\": 1,}", 0), Contains(path + ":1:9: syntax error while parsing object key - unexpected '}'; expected string literal"));
+  CHECK_THAT(error_for("", 0), Contains(path + ":1:1: syntax error while parsing value - unexpected end of input"));
   CHECK_THAT(error_for(R"({"w": [1]})", 0), Contains("tensor 'w': expected an object"));
   CHECK_THAT(error_for(tensor(R"("shape": [], "data_offsets": [0, 4])"), 4),
              Contains("tensor 'w' has no 'dtype'"));
@@ -273,7 +273,7 @@ TEST_CASE("safetensors: load checks every field of the header", "[safetensors][e
   CHECK_THAT(error_for(tensor(dtype + R"("shape": [2, -2], "data_offsets": [0, 16])"), 16),
              Contains("tensor 'w': shape must hold non-negative integers, got -2"));
   CHECK_THAT(error_for(tensor(dtype + R"("shape": [2, 2.0], "data_offsets": [0, 16])"), 16),
-             Contains("shape must hold non-negative integers, got 2 (not an integer literal"));
+             Contains("shape must hold non-negative integers, got 2.0 (not an integer literal"));
   CHECK_THAT(error_for(tensor(dtype + R"("shape": ["2"], "data_offsets": [0, 8])"), 8),
              Contains("got \"2\""));
   CHECK_THAT(error_for(tensor(dtype + R"("shape": [1,1,1,1,1,1], "data_offsets": [0, 4])"), 4),
@@ -293,7 +293,7 @@ TEST_CASE("safetensors: load checks every field of the header", "[safetensors][e
              Contains("data_offsets [16, 0] with begin after end"));
   CHECK_THAT(error_for(tensor(dtype + shape + R"("data_offsets": [0, 18446744073709551615])"), 16),
              Contains("data_offsets must hold non-negative integers, got "
-                      "18446744073709551616 (not an integer literal that fits in 64 bits)"));
+                      "18446744073709551615 (not an integer literal that fits in 64 bits)"));
   CHECK_THAT(error_for(tensor(dtype + shape + R"("data_offsets": [0, 12])"), 12),
              Contains("take 16 bytes, but its data_offsets [0, 12) hold 12"));
   CHECK_THAT(error_for(tensor(dtype + shape + R"("data_offsets": [0, 16])"), 20),

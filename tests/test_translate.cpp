@@ -9,7 +9,6 @@
 #include "core/autograd.h"
 #include "core/error.h"
 #include "io/checkpoint.h"
-#include "io/json.h"
 #include "nn/decode.h"
 #include "toy_seq2seq.h"
 #include "translate/args.h"
@@ -73,6 +72,32 @@ TEST_CASE("corpus reading: CRLF, tabs, whitespace-only lines, over-long lines", 
   CHECK(c.tgt == std::vector<std::string>{"hello", "one two"});
   CHECK(c.dropped_empty == 1);
   CHECK(c.dropped_long == 1);
+}
+
+TEST_CASE("corpus reading: Unicode whitespace is one space, zero-width characters stay", "[translate]") {
+  // normalize_spaces (io/text.h) is the project's one whitespace normaliser (the Bible cleaner's too).
+  CHECK(normalize_spaces("a\u00a0\u00a0b") == "a b");                        // no-break spaces
+  CHECK(normalize_spaces("\u3000uno\u3000\u3000dos\u3000") == "uno dos");     // ideographic space
+  CHECK(normalize_spaces("one\u2029two\u2028three\xc2\x85" "four") == "one two three four");
+  CHECK(normalize_spaces("a\u2002\u2009\u200a\u202f\u205f\u1680b") == "a b");
+  CHECK(normalize_spaces("\v\f a\x1f\x7f" "b \r\n") == "a b");                 // C0 controls, DEL
+  CHECK(normalize_spaces(" \u00a0\t\u3000 ").empty());
+  // Zero-width characters are not whitespace: they stay where they are.
+  CHECK(normalize_spaces("a\u200bb \u200c \u2060c\ufeff") == "a\u200bb \u200c \u2060c\ufeff");
+  // Bytes that are not UTF-8 are copied, one at a time: a bad lead byte never takes a space along.
+  CHECK(normalize_spaces("bad \xff\xc3  byte\xe2\x80") == "bad \xff\xc3 byte\xe2\x80");
+  CHECK(normalize_spaces("\xc2 \xa0") == "\xc2 \xa0");
+
+  TempDir tmp;
+  write(tmp / "u.es", "hola\u00a0\u00a0mundo\u3000\n\u2029\u00a0\npala\u200bbra\u2060s\n");
+  write(tmp / "u.en", "hello\u2009world\nthree\nwo\u200brd\u2060s\r\n");
+  const ParallelCorpus c = read_parallel(tmp / "u.es", tmp / "u.en");
+  CHECK(c.src == std::vector<std::string>{"hola mundo", "pala\u200bbra\u2060s"});
+  CHECK(c.tgt == std::vector<std::string>{"hello world", "wo\u200brd\u2060s"});
+  CHECK(c.dropped_empty == 1);  // a line of Unicode spaces only is an empty line
+  // Invalid UTF-8 is still an error of the reader, before any normalising.
+  write(tmp / "bad.txt", "ok\u00a0ok\nbad\u00a0\xc2\n");
+  CHECK_THROWS_WITH(read_text_lines(tmp / "bad.txt"), Contains("bad.txt:2: invalid UTF-8 at byte 6"));
 }
 
 TEST_CASE("corpus errors name the files, lines and counts", "[translate][errors]") {
@@ -195,18 +220,19 @@ TEST_CASE("end to end: train a tiny model, resume it exactly, translate with it"
   TempDir tmp;
   write_number_corpus(tmp / "", 600, 2);
   TrainOptions o;
-  o.data_dir = tmp.path;
+  o.settings = preset_settings("tiny");
+  RunSettings& s = o.settings;
+  s.data_dir = tmp.path;
+  s.vocab_size = 40;
+  s.batch_tokens = 400;
+  s.warmup = 20;
+  s.lr = 3e-3;
+  s.eval_every = 30;
+  s.eval_sentences = 20;
+  s.max_minutes = 0;
+  s.max_steps = 60;
+  s.max_length = 40;
   o.run_dir = tmp / "run";
-  o.preset = "tiny";
-  o.vocab_size = 40;
-  o.batch_tokens = 400;
-  o.warmup = 20;
-  o.lr = 3e-3;
-  o.eval_every = 30;
-  o.eval_sentences = 20;
-  o.max_minutes = 0;
-  o.max_steps = 60;
-  o.max_length = 40;
   o.threads = 1;
   REQUIRE(train(o) == 0);
   CHECK(fs::exists(tmp / "run/checkpoints/best/model.safetensors"));
@@ -216,11 +242,11 @@ TEST_CASE("end to end: train a tiny model, resume it exactly, translate with it"
   CHECK_THROWS_WITH(train(o), Contains("already holds a trained run; use --resume"));
   // Resume for 30 more steps.
   o.resume = true;
-  o.max_steps = 90;
+  s.max_steps = 90;
   REQUIRE(train(o) == 0);
   CHECK(load_trainer_state(tmp / "run/checkpoints/last").get_int("step") == 90);
   // Resuming with another attention mode is refused.
-  o.attention = "scaled_dot";
+  s.attention = "scaled_dot";
   CHECK_THROWS_WITH(train(o), Contains("attention") && Contains("resume with the same options"));
   LoadedModel m = load_trained_model(o.run_dir);
   const auto out = translate_all(*m.model, {m.subwords->encode("dos tres")}, BeamOptions{});

@@ -108,15 +108,14 @@ std::vector<ModuleAttentionStats> attention_statistics(Seq2SeqTransformer& model
 std::string attention_statistics_jsonl(const std::vector<ModuleAttentionStats>& stats) {
   std::string out;
   for (const ModuleAttentionStats& s : stats) {
-    Json j = Json::object();
-    j.set("module", Json(s.module));
-    j.set("rows", Json(s.rows));
-    j.set("mean_entropy", Json(s.mean_entropy));
-    j.set("mean_norm_entropy", Json(s.mean_norm_entropy));
-    j.set("mean_max_prob", Json(s.mean_max_prob));
-    j.set("saturated_fraction", Json(s.saturated_fraction));
-    j.set("g", Json(s.g));
-    out += j.dump() + "\n";
+    const Json j = {{"module", s.module},
+                    {"rows", s.rows},
+                    {"mean_entropy", s.mean_entropy},
+                    {"mean_norm_entropy", s.mean_norm_entropy},
+                    {"mean_max_prob", s.mean_max_prob},
+                    {"saturated_fraction", s.saturated_fraction},
+                    {"g", s.g}};
+    out += dump_json(j) + "\n";
   }
   return out;
 }

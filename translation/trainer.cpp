@@ -29,6 +29,7 @@
 #include "translation/bleu.h"
 #include "translation/corpus.h"
 #include "translation/run_dir.h"
+#include "translation/settings.h"
 #include "translation/stop_signals.h"
 #include "translation/subwords.h"
 #include "translation/usage.h"
@@ -36,65 +37,6 @@
 namespace qkgrad::translation {
 
 namespace fs = std::filesystem;
-
-Preset preset_by_name(const std::string& name) {
-  Preset p;
-  p.name = name;
-  if (name == "demo") {
-    // Sized by measurement to train in about 13 minutes on 2 cores (README, "Numbers"): a small
-    // model, many small batches, and a cosine decay that reaches 0 at the last step.
-    p.layers = 2;
-    p.d_model = 256;
-    p.heads = 4;
-    p.ffn = 1024;
-    p.dropout = p.attention_dropout = p.ffn_dropout = p.word_dropout = 0.05;
-    p.vocab_size = 4000;
-    p.batch_tokens = 2000;
-    p.lr = 1.5e-3;
-    p.warmup = 400;
-    p.max_steps = 1800;
-    p.eval_every = 600;
-    p.eval_sentences = 150;
-    p.max_minutes = 17;
-    p.schedule = "cosine";
-  } else if (name == "small") {
-    p.layers = 3;
-    p.d_model = 256;
-    p.heads = 4;
-    p.ffn = 1024;
-    p.vocab_size = 8000;
-    p.batch_tokens = 4096;
-    p.lr = 1e-3;
-    p.warmup = 2000;
-    p.eval_every = 1000;
-  } else if (name == "paper") {  // Henry et al.'s gl→en setting: 4+4 layers, 4 heads, dropout 0.4
-    p.layers = 4;
-    p.d_model = 512;
-    p.heads = 4;
-    p.ffn = 2048;
-    p.dropout = p.attention_dropout = p.ffn_dropout = 0.4;
-    p.vocab_size = 8000;
-    p.batch_tokens = 4096;
-    p.lr = 1e-3;
-    p.warmup = 8000;
-    p.eval_every = 1000;
-  } else if (name == "tiny") {  // a smoke test: seconds, not quality
-    p.layers = 1;
-    p.d_model = 32;
-    p.heads = 2;
-    p.ffn = 64;
-    p.dropout = p.attention_dropout = p.ffn_dropout = p.word_dropout = 0.1;
-    p.vocab_size = 1000;
-    p.batch_tokens = 1000;
-    p.warmup = 100;
-    p.max_steps = 1000;
-    p.eval_every = 200;
-    p.eval_sentences = 100;
-  } else {
-    fail(cat("unknown preset '", name, "' (choose tiny, demo, small or paper)"));
-  }
-  return p;
-}
 
 namespace {
 
@@ -115,100 +57,28 @@ std::string clock_text(double seconds) {
   return buf;
 }
 
-std::string absolute_data_dir(const std::string& dir) {
-  std::string path = fs::absolute(dir).lexically_normal().string();
-  while (path.size() > 1 && path.back() == '/') path.pop_back();
-  return path;
-}
 
-// Everything resolved from the options and the preset, saved as RUNDIR/options.json.
-struct Resolved {
-  TrainOptions o;
-  Preset p;
-  Device device = Device::cpu;
-  Json to_json() const {
-    Json j = Json::object();
-    // Absolute, so that eval or attention-stats run from another directory read this run's data.
-    j.set("data", absolute_data_dir(o.data_dir));
-    j.set("src", o.src);
-    j.set("tgt", o.tgt);
-    j.set("attention", o.attention);
-    j.set("norm", o.norm);
-    j.set("preset", p.name);
-    j.set("layers", p.layers);
-    j.set("d_model", p.d_model);
-    j.set("heads", p.heads);
-    j.set("ffn", p.ffn);
-    j.set("dropout", p.dropout);
-    j.set("vocab_size", p.vocab_size);
-    j.set("batch_tokens", p.batch_tokens);
-    j.set("lr", p.lr);
-    j.set("warmup", p.warmup);
-    j.set("schedule", p.schedule);
-    j.set("label_smoothing", o.label_smoothing);
-    j.set("max_length", o.max_length);
-    j.set("seed", o.seed);
-    j.set("device", std::string(device_name(device)));  // where it was trained (not part of the model)
-    return j;
-  }
-};
-
-// The model of a run, in one place: its sizes and recipe from the resolved options, its
-// vocabulary from the subwords, QKNorm's length L from the training data.
-TransformerConfig model_config(const Resolved& r, int64_t vocab, const std::string& vocabulary_id, double L) {
-  TransformerConfig c;
-  c.vocab = vocab;
-  c.vocabulary_id = vocabulary_id;
-  c.d_model = r.p.d_model;
-  c.heads = r.p.heads;
-  c.ffn = r.p.ffn;
-  c.encoder_layers = c.decoder_layers = r.p.layers;
-  c.attention = r.o.attention == "qknorm" ? AttentionMode::qknorm : AttentionMode::scaled_dot;
-  c.norm = r.o.norm == "layer_norm" ? NormType::layer_norm : NormType::scale_norm;
-  c.qknorm_length = std::max(L, 2.0);
-  c.dropout = r.p.dropout;
-  c.attention_dropout = r.p.attention_dropout;
-  c.ffn_dropout = r.p.ffn_dropout;
-  c.word_dropout = r.p.word_dropout;
-  c.seed = static_cast<uint64_t>(r.o.seed);
-  return c;
-}
-
-Resolved resolve(const TrainOptions& o) {
-  Resolved r{o, preset_by_name(o.preset)};
-  // Checked first, before anything is read or written: --device cuda without CUDA support (or
-  // without a GPU) is a usage error, and no run directory is created.
-  r.device = parse_device("qkgrad-translate train", o.device);
-  if (o.max_minutes >= 0) r.p.max_minutes = o.max_minutes;
-  if (o.max_steps >= 0) r.p.max_steps = o.max_steps;
-  if (o.vocab_size > 0) r.p.vocab_size = o.vocab_size;
-  if (o.batch_tokens > 0) r.p.batch_tokens = o.batch_tokens;
-  if (o.warmup >= 0) r.p.warmup = o.warmup;
-  if (o.eval_every > 0) r.p.eval_every = o.eval_every;
-  if (o.eval_sentences >= 0) r.p.eval_sentences = o.eval_sentences;
-  if (o.lr > 0) r.p.lr = o.lr;
-  if (o.layers > 0) r.p.layers = o.layers;
-  if (o.d_model > 0) r.p.d_model = o.d_model;
-  if (o.heads > 0) r.p.heads = o.heads;
-  if (o.ffn > 0) r.p.ffn = o.ffn;
-  if (o.dropout >= 0) r.p.dropout = r.p.attention_dropout = r.p.ffn_dropout = r.p.word_dropout = o.dropout;
-  if (!o.schedule.empty()) r.p.schedule = o.schedule;
-  QKGRAD_CHECK(r.p.schedule == "plateau" || r.p.schedule == "cosine" || r.p.schedule == "inverse_sqrt",
-               "train: unknown schedule '", r.p.schedule, "'");
+// Checked first, before anything is read or written: a usage error (exit 2) creates no run
+// directory. Returns the device (--device cuda without CUDA support, or without a GPU, is one).
+Device check_settings(const RunSettings& s) {
+  const Device device = parse_device("qkgrad-translate train", s.device);
+  QKGRAD_CHECK(s.schedule == "plateau" || s.schedule == "cosine" || s.schedule == "inverse_sqrt",
+               "train: unknown schedule '", s.schedule, "'");
   // The model's shape is checked now, before anything is written or trained: a bad combination
   // of sizes is a usage error, not a failure after the subwords have been trained.
-  if (r.p.d_model % r.p.heads != 0) {
-    throw UsageError(cat("qkgrad-translate train: the model width (--d-model, ", r.p.d_model,
-                         ") must be divisible by the number of heads (--heads, ", r.p.heads, "); preset ", r.p.name,
-                         " has d-model ", preset_by_name(o.preset).d_model, " and ", preset_by_name(o.preset).heads, " heads"));
+  if (s.d_model % s.heads != 0) {
+    const RunSettings preset = preset_settings(s.preset);
+    throw UsageError(cat("qkgrad-translate train: the model width (--d-model, ", s.d_model,
+                         ") must be divisible by the number of heads (--heads, ", s.heads, "); preset ", s.preset,
+                         " has d-model ", preset.d_model, " and ", preset.heads, " heads"));
   }
-  const TransformerConfig c = model_config(r, std::max<int64_t>(r.p.vocab_size, 8), "", 2);
+  const TransformerConfig c = model_config(s, std::max<int64_t>(s.vocab_size, 8), "", 2);
   try {
     c.validate();
   } catch (const Error& e) {
     throw UsageError(cat("qkgrad-translate train: these sizes do not make a model: ", e.what()));
   }
-  return r;
+  return device;
 }
 
 std::string split_file(const std::string& dir, const char* split, const std::string& lang) {
@@ -239,12 +109,12 @@ struct Evaluation {
   std::string bleu_line;
 };
 
-Evaluation evaluate(Seq2SeqTransformer& model, const EncodedData& data, const Subwords& sw, const Resolved& r) {
+Evaluation evaluate(Seq2SeqTransformer& model, const EncodedData& data, const Subwords& sw, const RunSettings& r) {
   model.eval();
   Evaluation e;
   {  // teacher-forced loss per target token over the whole dev set
     NoGradGuard no_grad;
-    BatchPlan plan(data.dev, r.p.batch_tokens);
+    BatchPlan plan(data.dev, r.batch_tokens);
     double total = 0;
     int64_t tokens = 0;
     for (int64_t i = 0; i < plan.batches_per_epoch(); ++i) {
@@ -256,15 +126,15 @@ Evaluation evaluate(Seq2SeqTransformer& model, const EncodedData& data, const Su
     }
     e.loss = total / static_cast<double>(std::max<int64_t>(tokens, 1));
   }
-  const std::size_t n = r.p.eval_sentences > 0 ? std::min<std::size_t>(static_cast<std::size_t>(r.p.eval_sentences), data.dev.size())
+  const std::size_t n = r.eval_sentences > 0 ? std::min<std::size_t>(static_cast<std::size_t>(r.eval_sentences), data.dev.size())
                                                : data.dev.size();
   std::vector<std::vector<int64_t>> sources;
   std::vector<std::string> refs(data.dev_references.begin(), data.dev_references.begin() + static_cast<std::ptrdiff_t>(n));
   for (std::size_t i = 0; i < n; ++i) sources.push_back(data.dev[i].src);
-  const auto hyps_ids = translate_all(model, sources, BeamOptions{r.o.beam, r.o.alpha, 50});
+  const auto hyps_ids = translate_all(model, sources, BeamOptions{r.beam, r.alpha, 50});
   std::vector<std::string> hyps;
   for (const auto& h : hyps_ids) hyps.push_back(sw.decode(h));
-  const BleuScore bleu = corpus_bleu(hyps, refs, r.o.bleu_tokenize == "none" ? BleuTokenize::none : BleuTokenize::t13a);
+  const BleuScore bleu = corpus_bleu(hyps, refs, r.bleu_tokenize == "none" ? BleuTokenize::none : BleuTokenize::t13a);
   e.bleu = bleu.score;
   e.bleu_line = bleu.format();
   e.chrf = corpus_chrf(hyps, refs);
@@ -277,13 +147,14 @@ struct History {
   std::vector<std::pair<double, double>> train_loss, dev_loss, dev_bleu;
   std::map<std::string, std::vector<std::pair<double, double>>> gains;
 
-  void record(const Json& line) {
-    const double step = line.at("step").as_double();
-    if (line.contains("train_loss")) train_loss.emplace_back(step, line.at("train_loss").as_double());
-    if (line.contains("dev_loss")) dev_loss.emplace_back(step, line.at("dev_loss").as_double());
-    if (line.contains("dev_bleu")) dev_bleu.emplace_back(step, line.at("dev_bleu").as_double());
-    if (const Json* g = line.find("g")) {
-      for (const auto& [name, value] : g->items()) gains[name].emplace_back(step, value.as_double());
+  void record(const JsonFields& line) {
+    const double step = line.number("step");
+    if (line.has("train_loss")) train_loss.emplace_back(step, line.number("train_loss"));
+    if (line.has("dev_loss")) dev_loss.emplace_back(step, line.number("dev_loss"));
+    if (line.has("dev_bleu")) dev_bleu.emplace_back(step, line.number("dev_bleu"));
+    if (line.has("g")) {
+      const JsonFields g = line.object("g");
+      for (const auto& [name, value] : g.json().items()) gains[name].emplace_back(step, g.number(name));
     }
   }
 };
@@ -307,11 +178,12 @@ History reload_metrics(const std::string& path, int64_t up_to_step, int64_t* dro
       ++*dropped_partial;
       continue;
     }
-    Json j;
     try {
-      j = Json::parse(line, cat(path, ":", line_no));
-      if (j.at("step").as_int() > up_to_step) continue;
-      h.record(j);
+      const std::string source = cat(path, ":", line_no);
+      const Json j = parse_json(line, source);
+      const JsonFields fields(j, source);
+      if (fields.integer("step") > up_to_step) continue;
+      h.record(fields);
     } catch (const Error& e) {
       fail(cat("train --resume: ", e.what(), "; ", path, " is damaged: delete line ", line_no,
                " (or the whole file, losing the curves before step ", up_to_step, ") and resume again"));
@@ -323,10 +195,10 @@ History reload_metrics(const std::string& path, int64_t up_to_step, int64_t* dro
 }
 
 void append_metrics(const std::string& path, const Json& line, History& history) {
-  history.record(line);
+  const std::string text = dump_json(line) + "\n";
+  history.record(JsonFields(line, path));
   std::FILE* f = std::fopen(path.c_str(), "a");
   QKGRAD_CHECK(f != nullptr, "cannot append to ", path, ": ", std::strerror(errno));
-  const std::string text = line.dump() + "\n";
   std::fputs(text.c_str(), f);
   int err = std::ferror(f) != 0 ? errno : 0;
   if (std::fclose(f) != 0 && err == 0) err = errno;  // buffered: a full disk shows up here
@@ -359,7 +231,7 @@ struct LoopState {
   double train_seconds = 0;  // training time over all processes of the run (the --max-minutes budget)
 };
 
-std::unique_ptr<LrSchedule> make_schedule(const Preset& p) {
+std::unique_ptr<LrSchedule> make_schedule(const RunSettings& p) {
   if (p.schedule == "cosine") return std::make_unique<CosineLr>(p.lr, p.warmup, std::max(p.max_steps, p.warmup + 1), 0.0);
   if (p.schedule == "inverse_sqrt") return std::make_unique<InverseSqrtLr>(p.lr, std::max<int64_t>(p.warmup, 1));
   return std::make_unique<PlateauLr>(p.lr, p.warmup, 0.8, 3);  // the paper: x0.8 after 3 evaluations without a better BLEU
@@ -515,10 +387,10 @@ void remove_attempt_leftovers(const RunDir& run, const Json& now, Progress& prog
   std::error_code ec;
   bool same_subwords = false;
   try {
-    const Json saved = Json::parse(read_file(run.options(), 1 << 20), run.options());
-    same_subwords = true;
+    const Json saved = parse_json(read_file(run.options(), 1 << 20), run.options());
+    same_subwords = saved.is_object();
     for (const char* key : {"data", "src", "tgt", "vocab_size", "seed"}) {
-      same_subwords = same_subwords && saved.contains(key) && saved.at(key).dump() == now.at(key).dump();
+      same_subwords = same_subwords && saved.contains(key) && saved.at(key) == now.at(key);
     }
   } catch (const Error&) {
     same_subwords = false;  // a damaged options.json: start over completely
@@ -545,15 +417,15 @@ namespace {
 // an uninterrupted run with the old recipe, of course). So may the device: checkpoints do not
 // depend on it (a run started on a GPU can continue on the CPU and vice versa).
 void check_resumed_options(const RunDir& run, const Json& now) {
-  const Json saved = Json::parse(read_file(run.options(), 1 << 20), run.options());
-  const std::vector<std::string> may_change = {"lr", "warmup", "schedule", "dropout", "label_smoothing", "device"};
+  const Json saved = parse_json(read_file(run.options(), 1 << 20), run.options());
+  QKGRAD_CHECK(saved.is_object(), run.options(), ": must be a JSON object; it is damaged (train into a new --run)");
   for (const auto& [key, value] : now.items()) {
-    if (std::find(may_change.begin(), may_change.end(), key) != may_change.end()) continue;
-    bool same = saved.contains(key) && saved.at(key).dump() == value.dump();
+    if (!fixed_on_resume(key)) continue;
+    bool same = saved.contains(key) && saved.at(key) == value;
     if (!same && key == "data" && saved.contains(key) && saved.at(key).is_string()) {
       // Older runs stored the path as given (relative): the same directory under another name.
       std::error_code ec;
-      same = fs::equivalent(saved.at(key).as_string(), value.as_string(), ec) && !ec;
+      same = fs::equivalent(saved.at(key).get<std::string>(), value.get<std::string>(), ec) && !ec;
     }
     QKGRAD_CHECK(same, "train --resume: ", run.options(), " says ", key, " = ",
                  saved.contains(key) ? saved.at(key).dump() : "(missing)", " but now it is ", value.dump(),
@@ -562,10 +434,10 @@ void check_resumed_options(const RunDir& run, const Json& now) {
 }
 
 // Why a resumed run has nothing left to do under the current budgets, or "" if it has.
-std::string finished_because(const LoopState& s, const Preset& p, int64_t patience) {
+std::string finished_because(const LoopState& s, const RunSettings& p) {
   if (s.step >= p.max_steps) return cat("it reached the step budget (--max-steps ", p.max_steps, ")");
-  if (s.evals_since_best >= patience) {
-    return cat("of patience (", s.evals_since_best, " evaluations without a better dev BLEU; --patience ", patience, ")");
+  if (s.evals_since_best >= p.patience) {
+    return cat("of patience (", s.evals_since_best, " evaluations without a better dev BLEU; --patience ", p.patience, ")");
   }
   if (p.max_minutes > 0 && s.train_seconds >= p.max_minutes * 60) {
     return cat("it used its time budget (", fmt("%.1f", s.train_seconds / 60), " of --max-minutes ", p.max_minutes, ")");
@@ -595,7 +467,8 @@ std::string first_non_finite(const Seq2SeqTransformer& model, const std::vector<
 // evaluate and save until a budget, patience or a signal stops it.
 class TrainingRun {
  public:
-  TrainingRun(const TrainOptions& options, const Resolved& r) : o_(options), r_(r), run_{options.run_dir} {}
+  TrainingRun(const TrainOptions& options, Device device)
+      : o_(options), settings_(options.settings), device_(device), run_{options.run_dir} {}
 
   // ---- phase 1: the run directory, locked (one process per run), new or resumed ----
   void prepare_run_directory() {
@@ -603,7 +476,7 @@ class TrainingRun {
       QKGRAD_CHECK(checkpoint_exists(run_.last()), "train --resume: ", run_.last(),
                    " does not exist; nothing to resume (drop --resume to start)");
       lock_.emplace(run_);
-      check_resumed_options(run_, r_.to_json());
+      check_resumed_options(run_, to_json(settings_));
       return;
     }
     cleanup_.emplace(run_);  // notes what exists before anything is created
@@ -628,8 +501,8 @@ class TrainingRun {
 
   // ---- phase 2: the corpus (read and checked before anything is written), the subwords ----
   void load_data() {
-    train_text_ = read_parallel(split_file(o_.data_dir, "train", o_.src), split_file(o_.data_dir, "train", o_.tgt));
-    dev_text_ = read_parallel(split_file(o_.data_dir, "dev", o_.src), split_file(o_.data_dir, "dev", o_.tgt));
+    train_text_ = read_parallel(split_file(settings_.data_dir, "train", settings_.src), split_file(settings_.data_dir, "train", settings_.tgt));
+    dev_text_ = read_parallel(split_file(settings_.data_dir, "dev", settings_.src), split_file(settings_.data_dir, "dev", settings_.tgt));
     progress_.message(cat("data: train ", train_text_.summary(), "; dev ", dev_text_.summary()));
     check_signal("reading the corpus");
     if (!o_.resume) write_new_run_files();
@@ -642,19 +515,19 @@ class TrainingRun {
   // ---- phase 3: the model, its optimizer and schedule; on --resume, their saved state ----
   // Returns false when a resumed run is already finished (it says so).
   bool build_model() {
-    config_ = model_config(r_, subwords_->vocab_size(), subwords_->fingerprint(), L_);
-    model_ = std::make_unique<Seq2SeqTransformer>(config_, r_.device);  // the optimizer state follows the parameters
+    config_ = model_config(settings_, subwords_->vocab_size(), subwords_->fingerprint(), L_);
+    model_ = std::make_unique<Seq2SeqTransformer>(config_, device_);  // the optimizer state follows the parameters
     AdamOptions adam;
-    adam.lr = r_.p.lr;
+    adam.lr = settings_.lr;
     opt_ = std::make_unique<Adam>(model_->named_parameters(), adam);
     params_ = model_->parameters();
-    schedule_ = make_schedule(r_.p);
-    plan_ = std::make_unique<BatchPlan>(data_.train, r_.p.batch_tokens);
+    schedule_ = make_schedule(settings_);
+    plan_ = std::make_unique<BatchPlan>(data_.train, settings_.batch_tokens);
     if (o_.resume && !resume_state()) return false;
     progress_.message(cat("model: ", model_->parameter_count(), " parameters, ", config_.encoder_layers, "+",
                           config_.decoder_layers, " layers, d ", config_.d_model, ", ", config_.heads, " heads, ffn ",
-                          config_.ffn, ", ", o_.attention, " attention, on ", device_name(model_->device()), "; ",
-                          plan_->batches_per_epoch(), " batches of <= ", r_.p.batch_tokens, " tokens per epoch; lr: ",
+                          config_.ffn, ", ", settings_.attention, " attention, on ", device_name(model_->device()), "; ",
+                          plan_->batches_per_epoch(), " batches of <= ", settings_.batch_tokens, " tokens per epoch; lr: ",
                           schedule_->describe()));
     check_signal("building the model");
     return true;
@@ -666,24 +539,24 @@ class TrainingRun {
     seconds_before_ = s_.train_seconds;  // spent by earlier processes of this run
     last_saved_step_ = o_.resume ? s_.step : -1;
     model_->train();
-    while (s_.step < r_.p.max_steps) {
+    while (s_.step < settings_.max_steps) {
       if (!next_batch()) continue;  // an epoch ended
       if (!step()) continue;        // a skipped batch (--on-nan skip)
       s_.train_seconds = seconds_before_ + seconds_since(start_);
       log_progress();
       const bool interrupted = StopSignals::received() != 0;
-      const bool out_of_time = r_.p.max_minutes > 0 && s_.train_seconds >= r_.p.max_minutes * 60;
+      const bool out_of_time = settings_.max_minutes > 0 && s_.train_seconds >= settings_.max_minutes * 60;
       // The run's final evaluation happens when its budget is reached, even if a signal came
       // during that step: a resume would find the run finished and never evaluate it.
-      const bool budget_reached = s_.step >= r_.p.max_steps || out_of_time;
-      if (s_.step % r_.p.eval_every == 0 || budget_reached) {
+      const bool budget_reached = s_.step >= settings_.max_steps || out_of_time;
+      if (s_.step % settings_.eval_every == 0 || budget_reached) {
         if (evaluate_and_save()) break;  // patience
       } else if (o_.save_every > 0 && s_.step % o_.save_every == 0) {
         save_last();
       }
       if (interrupted) break;
       if (out_of_time) {
-        stop_reason_ = cat("the time budget (", r_.p.max_minutes, " minutes)");
+        stop_reason_ = cat("the time budget (", settings_.max_minutes, " minutes)");
         break;
       }
     }
@@ -701,21 +574,21 @@ class TrainingRun {
   void check_signal(const std::string& doing) const { StopSignals::throw_if_received(doing, before_the_loop()); }
 
   void write_new_run_files() {
-    remove_attempt_leftovers(run_, r_.to_json(), progress_);
+    remove_attempt_leftovers(run_, to_json(settings_), progress_);
     std::error_code ec;
     fs::create_directories(run_.checkpoints(), ec);
     QKGRAD_CHECK(!ec && fs::is_directory(run_.checkpoints()), "train: cannot create the run directory ",
                  run_.checkpoints(), ": ", ec ? ec.message() : "not a directory",
                  "; choose a --run where you may create directories");
-    const std::string text = r_.to_json().dump(2) + "\n";
+    const std::string text = dump_json(to_json(settings_), 2) + "\n";
     write_file_atomically(run_.options(), [&](std::FILE* f) { std::fputs(text.c_str(), f); });
   }
 
   // A joint SentencePiece model on whitespace-normalised copies of both sides, so that the
   // subwords see exactly what the model will.
   void train_subwords() {
-    progress_.message(cat("training a joint SentencePiece model (", r_.p.vocab_size, " pieces) on ",
-                          split_file(o_.data_dir, "train", o_.src), " and ", split_file(o_.data_dir, "train", o_.tgt)));
+    progress_.message(cat("training a joint SentencePiece model (", settings_.vocab_size, " pieces) on ",
+                          split_file(settings_.data_dir, "train", settings_.src), " and ", split_file(settings_.data_dir, "train", settings_.tgt)));
     const std::string joint = run_.root + "/subword_training.txt";
     write_file_atomically(joint, [&](std::FILE* f) {
       for (const auto* side : {&train_text_.src, &train_text_.tgt}) {
@@ -723,7 +596,7 @@ class TrainingRun {
       }
     });
     try {
-      Subwords::train({{joint}, run_.subwords(), static_cast<int>(r_.p.vocab_size), static_cast<uint64_t>(o_.seed)});
+      Subwords::train({{joint}, run_.subwords(), static_cast<int>(settings_.vocab_size), static_cast<uint64_t>(settings_.seed)});
     } catch (...) {
       fs::remove(joint);
       throw;
@@ -733,10 +606,10 @@ class TrainingRun {
 
   // Subword ids of every pair, and L, the 97.5th percentile of the training lengths (QKNorm's g0).
   void encode_data() {
-    data_.train = encode_pairs(*subwords_, train_text_, o_.max_length, &data_.dropped_long);
+    data_.train = encode_pairs(*subwords_, train_text_, settings_.max_length, &data_.dropped_long);
     data_.dev = encode_pairs(*subwords_, dev_text_, 0, nullptr);
     data_.dev_references = dev_text_.tgt;
-    QKGRAD_CHECK(!data_.train.empty(), "train: every training pair is longer than --max-length ", o_.max_length);
+    QKGRAD_CHECK(!data_.train.empty(), "train: every training pair is longer than --max-length ", settings_.max_length);
     std::vector<int64_t> lengths;
     for (const Pair& p : data_.train) {
       lengths.push_back(static_cast<int64_t>(p.src.size()));
@@ -744,7 +617,7 @@ class TrainingRun {
     }
     L_ = percentile(lengths, 97.5);
     progress_.message(cat("subwords: ", subwords_->vocab_size(), " pieces; ", data_.train.size(), " training pairs (",
-                          data_.dropped_long, " longer than ", o_.max_length,
+                          data_.dropped_long, " longer than ", settings_.max_length,
                           " dropped); L = 97.5th percentile of lengths = ", L_,
                           " -> QKNorm g0 = log2(L^2 - L) = ", fmt("%.2f", qknorm_initial_g(std::max(L_, 2.0)))));
   }
@@ -761,7 +634,7 @@ class TrainingRun {
                ". It does not fit this run's options.json and data, or it is damaged: resume with the options the run "
                "was started with, or start a new --run"));
     }
-    if (const std::string why = finished_because(s_, r_.p, o_.patience); !why.empty()) {
+    if (const std::string why = finished_because(s_, settings_); !why.empty()) {
       progress_.message(cat(o_.run_dir, " is finished: it stopped at step ", s_.step, " because ", why,
                             "; best dev BLEU ", fmt("%.2f", s_.best_bleu), ". Nothing to do (to train on, raise that budget)"));
       return false;
@@ -776,7 +649,7 @@ class TrainingRun {
   // The batch at the current position of the epoch order; false (and the next epoch) at its end.
   bool next_batch() {
     if (order_epoch_ != s_.epoch) {  // the permutation of an epoch, made once per epoch
-      order_ = plan_->epoch_order(static_cast<uint64_t>(o_.seed), s_.epoch);
+      order_ = plan_->epoch_order(static_cast<uint64_t>(settings_.seed), s_.epoch);
       order_epoch_ = s_.epoch;
     }
     const std::vector<int64_t>& order = order_;
@@ -785,14 +658,14 @@ class TrainingRun {
       s_.position = 0;
       return false;
     }
-    batch_ = make_batch(data_.train, plan_->group(order[static_cast<std::size_t>(s_.position)]), r_.device);
+    batch_ = make_batch(data_.train, plan_->group(order[static_cast<std::size_t>(s_.position)]), device_);
     return true;
   }
 
   // Forward, backward, the NaN guard and the update of one batch; false if it was skipped.
   bool step() {
     const Tensor logits = model_->forward(batch_.src, batch_.src_lengths, batch_.tgt_in, batch_.tgt_lengths);
-    const LossSum loss = cross_entropy(logits, batch_.tgt_out, o_.label_smoothing, config_.pad_id);
+    const LossSum loss = cross_entropy(logits, batch_.tgt_out, settings_.label_smoothing, config_.pad_id);
     const Tensor per_token = loss.sum / static_cast<double>(std::max<int64_t>(loss.tokens, 1));
     double loss_value = per_token.item();  // to the host (on a GPU: waits for the forward)
     if (o_.inject_nan_at_step == s_.step + 1 && !nan_injected_) {  // testing the guard (once)
@@ -803,7 +676,7 @@ class TrainingRun {
     grad_norm_ = NAN;
     if (std::isfinite(loss_value)) {
       per_token.backward();
-      grad_norm_ = clip_grad_norm(params_, o_.clip);
+      grad_norm_ = clip_grad_norm(params_, settings_.clip);
     } else {
       tape().clear();  // no backward through a non-finite loss
     }
@@ -863,9 +736,9 @@ class TrainingRun {
     const double elapsed = s_.train_seconds;
     const double window_seconds = std::max(seconds_since(window_start_), 1e-9);
     const double tps = window_tokens_ / window_seconds;
-    const double steps_left = static_cast<double>(r_.p.max_steps - s_.step);
+    const double steps_left = static_cast<double>(settings_.max_steps - s_.step);
     double eta = steps_left * window_seconds / static_cast<double>(std::max<int64_t>(timed_steps_, 1));
-    if (r_.p.max_minutes > 0) eta = std::min(eta, r_.p.max_minutes * 60 - elapsed);
+    if (settings_.max_minutes > 0) eta = std::min(eta, settings_.max_minutes * 60 - elapsed);
     const double window_mean = s_.window_loss / static_cast<double>(std::max<int64_t>(s_.window_steps, 1));
     const std::string line = cat("step ", s_.step, " | epoch ", s_.epoch + 1, " | loss ", fmt("%.3f", window_mean), " | ",
                                  fmt("%.0f", tps), " tok/s | lr ", fmt("%.2e", opt_->lr()), " | elapsed ",
@@ -875,14 +748,14 @@ class TrainingRun {
       return;
     }
     Json m = Json::object();
-    m.set("step", s_.step);
-    m.set("epoch", s_.epoch + 1);
-    m.set("train_loss", window_mean);
-    m.set("lr", opt_->lr());
-    m.set("tokens_per_s", tps);
-    m.set("grad_norm", grad_norm_);
-    m.set("elapsed_s", elapsed);
-    m.set("g", current_gains());
+    m["step"] = s_.step;
+    m["epoch"] = s_.epoch + 1;
+    m["train_loss"] = window_mean;
+    m["lr"] = opt_->lr();
+    m["tokens_per_s"] = tps;
+    m["grad_norm"] = grad_norm_;
+    m["elapsed_s"] = elapsed;
+    m["g"] = current_gains();
     append_metrics(run_.metrics(), m, history_);
     progress_.show(line, true);
     window_start_ = Clock::now();
@@ -895,7 +768,7 @@ class TrainingRun {
   // Dev loss, BLEU and chrF; best saved when BLEU improves, last always. True when patience
   // ends the run.
   bool evaluate_and_save() {
-    const Evaluation e = evaluate(*model_, data_, *subwords_, r_);
+    const Evaluation e = evaluate(*model_, data_, *subwords_, settings_);
     schedule_->report(e.bleu);
     const bool better = e.bleu > s_.best_bleu;
     if (better) {
@@ -906,19 +779,19 @@ class TrainingRun {
       ++s_.evals_since_best;
     }
     Json m = Json::object();
-    m.set("step", s_.step);
-    m.set("dev_loss", e.loss);
-    m.set("dev_bleu", e.bleu);
-    m.set("dev_chrf", e.chrf);
-    m.set("lr", opt_->lr());
-    m.set("elapsed_s", seconds_before_ + seconds_since(start_));
+    m["step"] = s_.step;
+    m["dev_loss"] = e.loss;
+    m["dev_bleu"] = e.bleu;
+    m["dev_chrf"] = e.chrf;
+    m["lr"] = opt_->lr();
+    m["elapsed_s"] = seconds_before_ + seconds_since(start_);
     append_metrics(run_.metrics(), m, history_);
     progress_.message(cat("eval at step ", s_.step, ": dev loss ", fmt("%.3f", e.loss), ", ", e.bleu_line, ", chrF ",
                           fmt("%.1f", e.chrf),
                           better ? " (best so far: saved)" : cat(" (best ", fmt("%.2f", s_.best_bleu), ")")));
     save_last();
-    if (s_.evals_since_best < o_.patience) return false;
-    stop_reason_ = cat("patience (", o_.patience, " evaluations without a better dev BLEU)");
+    if (s_.evals_since_best < settings_.patience) return false;
+    stop_reason_ = cat("patience (", settings_.patience, " evaluations without a better dev BLEU)");
     return true;
   }
 
@@ -947,14 +820,14 @@ class TrainingRun {
 
   Json current_gains() const {
     Json g = Json::object();
-    for (const auto& [name, t] : model_->attention_gains()) g.set(name, t.numel() == 1 ? t.item() : mean(t).item());
+    for (const auto& [name, t] : model_->attention_gains()) g[name] = t.numel() == 1 ? t.item() : mean(t).item();
     return g;
   }
 
   // The last save, the curves, and how the run ended: 0, or 128 + the signal that stopped it.
   int report() {
     save_last();
-    write_curves(run_, history_, cat("qkgrad ", o_.attention, " ", o_.src, "→", o_.tgt, " (", r_.p.name, ")"));
+    write_curves(run_, history_, cat("qkgrad ", settings_.attention, " ", settings_.src, "→", settings_.tgt, " (", settings_.preset, ")"));
     if (const int signal = StopSignals::received(); signal != 0) {
       progress_.message(cat("interrupted by ", signal_name(signal), " at step ", s_.step, "; saved ", run_.last(),
                             ". Continue with the same command plus --resume"));
@@ -967,7 +840,8 @@ class TrainingRun {
   }
 
   const TrainOptions& o_;
-  const Resolved& r_;
+  const RunSettings& settings_;
+  const Device device_;
   const RunDir run_;
   Progress progress_;
   std::optional<RunLock> lock_;           // held until the run ends (declared before cleanup_,
@@ -1000,11 +874,11 @@ class TrainingRun {
 }  // namespace
 
 int train(const TrainOptions& options) {
-  const Resolved r = resolve(options);
+  const Device device = check_settings(options.settings);
   QKGRAD_CHECK(!options.run_dir.empty(), "train: --run is required");
   if (options.threads > 0) set_num_threads(static_cast<int>(options.threads));
   StopSignals stop_signals;  // from here on SIGINT, SIGTERM and SIGHUP stop the run cleanly
-  TrainingRun run(options, r);
+  TrainingRun run(options, device);
   run.prepare_run_directory();
   run.load_data();
   if (!run.build_model()) return 0;  // a finished run, resumed

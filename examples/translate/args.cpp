@@ -83,6 +83,14 @@ void Args::option(const std::string& name, const std::string& help, double* targ
   app_.add_option("--" + name, *target, help)->type_name("X")->check(number_in(min, max))->capture_default_str();
 }
 
+void Args::option(const std::string& name, const std::string& help, double shown, std::function<void(double)> set,
+                  double min, double max) {
+  app_.add_option_function<double>("--" + name, std::move(set), help)
+      ->type_name("X")
+      ->check(number_in(min, max))
+      ->default_str(CLI::detail::to_string(shown));
+}
+
 void Args::choice(const std::string& name, const std::string& help, std::string* target,
                   const std::vector<std::string>& choices) {
   std::string list;
@@ -117,5 +125,21 @@ bool Args::parse(int argc, char** argv, int first) {
 }
 
 std::string Args::help() const { return app_.help(); }
+
+std::string Args::value_of(int argc, char** argv, int first, const std::string& name, const std::string& fallback) {
+  CLI::App lenient;
+  lenient.set_help_flag();  // --help is parse()'s
+  lenient.allow_extras();
+  std::string value = fallback;
+  lenient.add_option("--" + name, value)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  std::vector<const char*> args = {"value_of"};
+  for (int i = first; i < argc; ++i) args.push_back(argv[i]);
+  try {
+    lenient.parse(static_cast<int>(args.size()), args.data());
+  } catch (const CLI::ParseError&) {
+    return fallback;  // e.g. --NAME without a value: parse() reports it
+  }
+  return value;
+}
 
 }  // namespace qkgrad::translation

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,8 +22,17 @@ class Args {
   void option(const std::string& name, const std::string& help, std::string* target, bool required = false);
   void option(const std::string& name, const std::string& help, int64_t* target, int64_t min, int64_t max);
   void option(const std::string& name, const std::string& help, double* target, double min, double max);
+  // A number that sets more than one field: `set` is called with the value given; `shown` is
+  // the default --help shows.
+  void option(const std::string& name, const std::string& help, double shown, std::function<void(double)> set,
+              double min, double max);
   void choice(const std::string& name, const std::string& help, std::string* target,
               const std::vector<std::string>& choices);
+
+  // The value of --NAME in argv[first..] (the last one if given twice), or `fallback`: a lenient
+  // first pass (other options, --help and errors are left to parse()), for an option whose
+  // value decides the defaults of the others (train's --preset).
+  static std::string value_of(int argc, char** argv, int first, const std::string& name, const std::string& fallback);
 
   // Parses argv[first..]; returns false after printing the help for --help. Throws UsageError
   // ("PROGRAM: --beam: must be between 1 and 64, got 0 (see --help)"). An option whose value is

@@ -66,9 +66,9 @@ SplitFiles split_files_of_run(const std::string& run, std::string data, const st
   const RunDir rd{run};
   QKGRAD_CHECK(std::filesystem::is_directory(run), "run directory ", run, " does not exist (train a model first: ",
                "qkgrad-translate train --run ", run, " ...)");
-  const Json options = Json::parse(read_file(rd.options(), 1 << 20), rd.options());
+  const RunSettings options = from_json(parse_json(read_file(rd.options(), 1 << 20), rd.options()), rd.options());
   if (data.empty()) {
-    data = options.at("data").as_string();
+    data = options.data_dir;
     if (!data.empty() && data.front() != '/') {  // runs of older versions stored the path as given
       std::fprintf(stderr,
                    "note: %s gives the data directory as the relative path '%s' (a run of an older qkgrad), read "
@@ -76,7 +76,7 @@ SplitFiles split_files_of_run(const std::string& run, std::string data, const st
                    rd.options().c_str(), data.c_str());
     }
   }
-  return {data + "/" + split + "." + options.at("src").as_string(), data + "/" + split + "." + options.at("tgt").as_string()};
+  return {data + "/" + split + "." + options.src, data + "/" + split + "." + options.tgt};
 }
 
 // The lines of --input, or of stdin: the same checks (UTF-8, no NUL bytes) and line endings.
@@ -124,42 +124,47 @@ int cmd_prepare_bible(int argc, char** argv) {
 
 int cmd_train(int argc, char** argv) {
   TrainOptions o;
+  // The flags change the preset's values, which --help shows (a first, lenient pass finds --preset).
+  const std::string preset = Args::value_of(argc, argv, 2, "preset", "small");
+  o.settings = preset_settings(is_preset(preset) ? preset : "small");  // an unknown one: the full pass says so
+  RunSettings& s = o.settings;
   Args args("qkgrad-translate train",
             "Trains a joint SentencePiece model (unless RUNDIR has one) and an encoder-decoder Transformer on\n"
             "DATA/train.{SRC,TGT}, evaluating dev BLEU on DATA/dev.{SRC,TGT}; keeps RUNDIR/checkpoints/{best,last}.\n"
             "Ctrl-C, SIGTERM or SIGHUP saves a resumable checkpoint; --resume continues exactly (a finished run\n"
             "says so and exits 0). One process per run directory: a second one is refused.");
-  args.option("data", "directory with train/dev/test.{SRC,TGT}", &o.data_dir, true);
-  args.option("src", "source language suffix", &o.src);
-  args.option("tgt", "target language suffix", &o.tgt);
+  args.option("data", "directory with train/dev/test.{SRC,TGT}", &s.data_dir, true);
+  args.option("src", "source language suffix", &s.src);
+  args.option("tgt", "target language suffix", &s.tgt);
   args.option("run", "run directory (created)", &o.run_dir, true);
-  args.choice("attn", "attention", &o.attention, {"qknorm", "scaled_dot"});
-  args.choice("norm", "normalisation", &o.norm, {"layer_norm", "scale_norm"});
-  args.choice("preset", "model size and recipe", &o.preset, {"tiny", "demo", "small", "paper"});
-  args.option("max-minutes", "time budget: training minutes of the run, resumes included (preset's if unset; 0: none)", &o.max_minutes, 0, 1e7);
-  args.option("max-steps", "step budget (preset's if unset)", &o.max_steps, 1, int64_t{1} << 40);
-  args.option("seed", "seed for subwords, initialisation, dropout and data order", &o.seed, 0, int64_t{1} << 62);
-  args.option("layers", "encoder and decoder layers (preset's if unset)", &o.layers, 1, 64);
-  args.option("d-model", "model width (preset's if unset)", &o.d_model, 2, 16384);
-  args.option("heads", "attention heads (preset's if unset)", &o.heads, 1, 256);
-  args.option("ffn", "feed-forward width (preset's if unset)", &o.ffn, 1, 65536);
-  args.option("dropout", "every dropout rate at once (preset's if unset)", &o.dropout, 0, 0.99);
-  args.option("vocab-size", "subword vocabulary size (preset's if unset)", &o.vocab_size, 8, 1000000);
-  args.option("batch-tokens", "padded tokens per batch (preset's if unset)", &o.batch_tokens, 16, 10000000);
-  args.option("lr", "peak learning rate (preset's if unset)", &o.lr, 1e-9, 10);
-  args.option("warmup", "warmup steps (preset's if unset)", &o.warmup, 0, int64_t{1} << 40);
-  args.choice("schedule", "learning-rate schedule after warmup (preset's if unset): plateau = flat, x0.8 when dev BLEU stalls 3 times (the paper); cosine = decay to 0 at --max-steps", &o.schedule, {"plateau", "cosine", "inverse_sqrt"});
-  args.option("eval-every", "steps between dev evaluations (preset's if unset)", &o.eval_every, 1, int64_t{1} << 40);
-  args.option("eval-sentences", "dev sentences translated at each evaluation (0: all)", &o.eval_sentences, 0, int64_t{1} << 40);
-  args.option("patience", "stop after this many evaluations without a better dev BLEU", &o.patience, 1, 1000000);
-  args.option("label-smoothing", "label smoothing epsilon", &o.label_smoothing, 0, 1);
-  args.option("clip", "global gradient-norm clip", &o.clip, 1e-6, 1e6);
-  args.option("beam", "beam size for dev BLEU", &o.beam, 1, 64);
-  args.option("alpha", "length penalty for dev BLEU", &o.alpha, 0, 10);
-  args.option("max-length", "drop training pairs longer than this many subwords", &o.max_length, 1, 100000);
-  args.choice("bleu-tokenize", "BLEU tokenisation (none for pre-tokenised data)", &o.bleu_tokenize, {"13a", "none"});
+  args.choice("attn", "attention", &s.attention, {"qknorm", "scaled_dot"});
+  args.choice("norm", "normalisation", &s.norm, {"layer_norm", "scale_norm"});
+  args.choice("preset", "model size and recipe (the defaults below are its values)", &s.preset, kPresets);
+  args.option("max-minutes", "time budget: training minutes of the run, resumes included (0: none)", &s.max_minutes, 0, 1e7);
+  args.option("max-steps", "step budget", &s.max_steps, 1, int64_t{1} << 40);
+  args.option("seed", "seed for subwords, initialisation, dropout and data order", &s.seed, 0, int64_t{1} << 62);
+  args.option("layers", "encoder and decoder layers", &s.layers, 1, 64);
+  args.option("d-model", "model width", &s.d_model, 2, 16384);
+  args.option("heads", "attention heads", &s.heads, 1, 256);
+  args.option("ffn", "feed-forward width", &s.ffn, 1, 65536);
+  args.option("dropout", "every dropout rate at once (residual, attention, feed-forward, word)", s.dropout,
+              [&](double p) { s.dropout = s.attention_dropout = s.ffn_dropout = s.word_dropout = p; }, 0, 0.99);
+  args.option("vocab-size", "subword vocabulary size", &s.vocab_size, 8, 1000000);
+  args.option("batch-tokens", "padded tokens per batch", &s.batch_tokens, 16, 10000000);
+  args.option("lr", "peak learning rate", &s.lr, 1e-9, 10);
+  args.option("warmup", "warmup steps", &s.warmup, 0, int64_t{1} << 40);
+  args.choice("schedule", "learning-rate schedule after warmup: plateau = flat, x0.8 when dev BLEU stalls 3 times (the paper); cosine = decay to 0 at --max-steps", &s.schedule, {"plateau", "cosine", "inverse_sqrt"});
+  args.option("eval-every", "steps between dev evaluations", &s.eval_every, 1, int64_t{1} << 40);
+  args.option("eval-sentences", "dev sentences translated at each evaluation (0: all)", &s.eval_sentences, 0, int64_t{1} << 40);
+  args.option("patience", "stop after this many evaluations without a better dev BLEU", &s.patience, 1, 1000000);
+  args.option("label-smoothing", "label smoothing epsilon", &s.label_smoothing, 0, 1);
+  args.option("clip", "global gradient-norm clip", &s.clip, 1e-6, 1e6);
+  args.option("beam", "beam size for dev BLEU", &s.beam, 1, 64);
+  args.option("alpha", "length penalty for dev BLEU", &s.alpha, 0, 10);
+  args.option("max-length", "drop training pairs longer than this many subwords", &s.max_length, 1, 100000);
+  args.choice("bleu-tokenize", "BLEU tokenisation (none for pre-tokenised data)", &s.bleu_tokenize, {"13a", "none"});
+  args.choice("device", kDeviceHelp, &s.device, kDeviceChoices);
   args.option("threads", "CPU threads (default: all)", &o.threads, 1, 4096);
-  args.choice("device", kDeviceHelp, &o.device, kDeviceChoices);
   args.option("save-every", "also save RUNDIR/checkpoints/last every N steps (0: at evaluations only)", &o.save_every, 0,
               int64_t{1} << 40);
   args.flag("resume", "continue the run in --run from its last checkpoint", &o.resume);

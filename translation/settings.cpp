@@ -1,0 +1,168 @@
+// A run's settings: the presets, the one JSON mapping (options.json), and the model derived from
+// them. See translation/settings.h.
+#include "translation/settings.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/error.h"
+
+namespace qkgrad::translation {
+
+bool is_preset(const std::string& name) { return std::find(kPresets.begin(), kPresets.end(), name) != kPresets.end(); }
+
+RunSettings preset_settings(const std::string& name) {
+  RunSettings s;
+  s.preset = name;
+  if (name == "demo") {
+    // Sized by measurement to train in about 13 minutes on 2 cores (README, "Numbers"): a small
+    // model, many small batches, and a cosine decay that reaches 0 at the last step.
+    s.layers = 2;
+    s.d_model = 256;
+    s.heads = 4;
+    s.ffn = 1024;
+    s.dropout = s.attention_dropout = s.ffn_dropout = s.word_dropout = 0.05;
+    s.vocab_size = 4000;
+    s.batch_tokens = 2000;
+    s.lr = 1.5e-3;
+    s.warmup = 400;
+    s.max_steps = 1800;
+    s.eval_every = 600;
+    s.eval_sentences = 150;
+    s.max_minutes = 17;
+    s.schedule = "cosine";
+  } else if (name == "small") {
+    s.layers = 3;
+    s.d_model = 256;
+    s.heads = 4;
+    s.ffn = 1024;
+    s.vocab_size = 8000;
+    s.batch_tokens = 4096;
+    s.lr = 1e-3;
+    s.warmup = 2000;
+    s.eval_every = 1000;
+  } else if (name == "paper") {  // Henry et al.'s gl→en setting: 4+4 layers, 4 heads, dropout 0.4
+    s.layers = 4;
+    s.d_model = 512;
+    s.heads = 4;
+    s.ffn = 2048;
+    s.dropout = s.attention_dropout = s.ffn_dropout = 0.4;
+    s.vocab_size = 8000;
+    s.batch_tokens = 4096;
+    s.lr = 1e-3;
+    s.warmup = 8000;
+    s.eval_every = 1000;
+  } else if (name == "tiny") {  // a smoke test: seconds, not quality
+    s.layers = 1;
+    s.d_model = 32;
+    s.heads = 2;
+    s.ffn = 64;
+    s.dropout = s.attention_dropout = s.ffn_dropout = s.word_dropout = 0.1;
+    s.vocab_size = 1000;
+    s.batch_tokens = 1000;
+    s.warmup = 100;
+    s.max_steps = 1000;
+    s.eval_every = 200;
+    s.eval_sentences = 100;
+  } else {
+    fail(cat("unknown preset '", name, "' (choose tiny, demo, small or paper)"));
+  }
+  return s;
+}
+
+namespace {
+
+// Every setting once, under its key in options.json: to_json and from_json both walk this list,
+// so a new setting is one line here (and its member and flag).
+template <typename Settings, typename Visit>
+void for_each_setting(Settings& s, Visit&& visit) {
+  visit("data", s.data_dir);
+  visit("src", s.src);
+  visit("tgt", s.tgt);
+  visit("max_length", s.max_length);
+  visit("preset", s.preset);
+  visit("attention", s.attention);
+  visit("norm", s.norm);
+  visit("layers", s.layers);
+  visit("d_model", s.d_model);
+  visit("heads", s.heads);
+  visit("ffn", s.ffn);
+  visit("vocab_size", s.vocab_size);
+  visit("dropout", s.dropout);
+  visit("attention_dropout", s.attention_dropout);
+  visit("ffn_dropout", s.ffn_dropout);
+  visit("word_dropout", s.word_dropout);
+  visit("batch_tokens", s.batch_tokens);
+  visit("lr", s.lr);
+  visit("warmup", s.warmup);
+  visit("schedule", s.schedule);
+  visit("label_smoothing", s.label_smoothing);
+  visit("clip", s.clip);
+  visit("seed", s.seed);
+  visit("max_steps", s.max_steps);
+  visit("max_minutes", s.max_minutes);
+  visit("eval_every", s.eval_every);
+  visit("eval_sentences", s.eval_sentences);
+  visit("patience", s.patience);
+  visit("beam", s.beam);
+  visit("alpha", s.alpha);
+  visit("bleu_tokenize", s.bleu_tokenize);
+  visit("device", s.device);
+}
+
+void read(const JsonFields& f, const char* key, std::string& value) { value = f.string(key); }
+void read(const JsonFields& f, const char* key, int64_t& value) { value = f.integer(key); }
+void read(const JsonFields& f, const char* key, double& value) { value = f.number(key); }
+
+// DATA as an absolute path without a trailing slash.
+std::string absolute_data_dir(const std::string& dir) {
+  std::error_code ec;
+  std::string path = std::filesystem::absolute(dir, ec).lexically_normal().string();
+  if (ec) path = dir;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
+}
+
+}  // namespace
+
+Json to_json(const RunSettings& s) {
+  Json j = Json::object();
+  for_each_setting(s, [&](const char* key, const auto& value) { j[key] = value; });
+  j["data"] = absolute_data_dir(s.data_dir);
+  return j;
+}
+
+RunSettings from_json(const Json& json, const std::string& source, RunSettings base) {
+  const JsonFields fields(json, source);
+  for_each_setting(base, [&](const char* key, auto& value) {
+    if (fields.has(key)) read(fields, key, value);
+  });
+  return base;
+}
+
+bool fixed_on_resume(const std::string& key) {
+  static const char* const kFixed[] = {"data",   "src",     "tgt",   "max_length", "preset",       "attention", "norm",
+                                       "layers", "d_model", "heads", "ffn",        "vocab_size", "batch_tokens", "seed"};
+  return std::find(std::begin(kFixed), std::end(kFixed), key) != std::end(kFixed);
+}
+
+TransformerConfig model_config(const RunSettings& s, int64_t vocab, const std::string& vocabulary_id, double L) {
+  TransformerConfig c;
+  c.vocab = vocab;
+  c.vocabulary_id = vocabulary_id;
+  c.d_model = s.d_model;
+  c.heads = s.heads;
+  c.ffn = s.ffn;
+  c.encoder_layers = c.decoder_layers = s.layers;
+  c.attention = s.attention == "qknorm" ? AttentionMode::qknorm : AttentionMode::scaled_dot;
+  c.norm = s.norm == "layer_norm" ? NormType::layer_norm : NormType::scale_norm;
+  c.qknorm_length = std::max(L, 2.0);
+  c.dropout = s.dropout;
+  c.attention_dropout = s.attention_dropout;
+  c.ffn_dropout = s.ffn_dropout;
+  c.word_dropout = s.word_dropout;
+  c.seed = static_cast<uint64_t>(s.seed);
+  return c;
+}
+
+}  // namespace qkgrad::translation
