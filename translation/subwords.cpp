@@ -100,6 +100,52 @@ std::string read_child_message(int fd, pid_t child, const std::function<void()>&
 
 }  // namespace
 
+namespace {
+
+// SentencePiece's command line for `o`, writing PREFIX.model and PREFIX.vocab.
+std::string sentencepiece_arguments(const SubwordTraining& o, const std::string& prefix) {
+  return cat("--input=", join(o.text_files, ","), " --model_prefix=", prefix, " --vocab_size=", o.vocab_size,
+             " --model_type=", o.model_type, " --character_coverage=1.0 --pad_id=0 --bos_id=1 --eos_id=2 --unk_id=3",
+             " --input_sentence_size=2000000 --shuffle_input_sentence=true --num_threads=1 --minloglevel=2",
+             " --max_sentence_length=8192");
+}
+
+// The child process: trains, and on failure writes SentencePiece's message to `message_fd`.
+[[noreturn]] void train_in_child(pid_t parent, int message_fd, const std::string& args, uint64_t seed) {
+  // Dies with its parent (a SIGKILL of the trainer must not leave it writing files), and takes
+  // stop signals with their default effect.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(1);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) ::signal(sig, SIG_DFL);
+  // SentencePiece logs to stderr, even with --minloglevel; keep the terminal quiet.
+  const int null_fd = ::open("/dev/null", O_WRONLY);
+  if (null_fd >= 0) ::dup2(null_fd, STDERR_FILENO);
+  sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned>(seed));
+  const auto status = sentencepiece::SentencePieceTrainer::Train(args);
+  if (!status.ok()) {
+    const char* msg = status.error_message();
+    [[maybe_unused]] ssize_t written = ::write(message_fd, msg, std::strlen(msg));
+    ::_exit(1);
+  }
+  ::_exit(0);
+}
+
+// Renames TMP.vocab and TMP.model to PREFIX.*: the vocabulary first, as the model's presence is
+// what says "trained" to the caller.
+void install_trained(const std::string& tmp_prefix, const std::string& prefix) {
+  for (const char* ext : {".vocab", ".model"}) {
+    std::error_code ec;
+    std::filesystem::rename(tmp_prefix + ext, prefix + ext, ec);
+    if (ec) {
+      std::filesystem::remove(tmp_prefix + ".model", ec);
+      std::filesystem::remove(tmp_prefix + ".vocab", ec);
+      fail(cat("subwords: cannot rename ", tmp_prefix, ext, " to ", prefix, ext, ": ", ec.message()));
+    }
+  }
+}
+
+}  // namespace
+
 void Subwords::train(const SubwordTraining& o) {
   QKGRAD_CHECK(!o.text_files.empty(), "subwords: no training text given");
   QKGRAD_CHECK(o.vocab_size >= 8, "subwords: the vocabulary size must be at least 8, got ", o.vocab_size);
@@ -113,11 +159,7 @@ void Subwords::train(const SubwordTraining& o) {
   remove_leftovers_of_dead_processes(prefix_path.parent_path().empty() ? "." : prefix_path.parent_path().string(),
                                      prefix_path.filename().string() + ".tmp-", {".model", ".vocab"});
   const std::string tmp_prefix = prefix + ".tmp-" + std::to_string(::getpid());
-  const std::string args = cat(
-      "--input=", join(o.text_files, ","), " --model_prefix=", tmp_prefix, " --vocab_size=", o.vocab_size,
-      " --model_type=", o.model_type, " --character_coverage=1.0 --pad_id=0 --bos_id=1 --eos_id=2 --unk_id=3",
-      " --input_sentence_size=2000000 --shuffle_input_sentence=true --num_threads=1 --minloglevel=2",
-      " --max_sentence_length=8192");
+  const std::string args = sentencepiece_arguments(o, tmp_prefix);
 
   // Train in a child process: a fatal error inside SentencePiece must not take this program
   // down, and its message comes back through a pipe.
@@ -128,23 +170,8 @@ void Subwords::train(const SubwordTraining& o) {
   const pid_t child = ::fork();
   QKGRAD_CHECK(child >= 0, "subwords: fork failed: ", std::strerror(errno));
   if (child == 0) {
-    // Dies with its parent (a SIGKILL of the trainer must not leave it writing files), and
-    // takes stop signals with their default effect.
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(1);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) ::signal(sig, SIG_DFL);
     ::close(pipe_fds[0]);
-    // SentencePiece logs to stderr, even with --minloglevel; keep the terminal quiet.
-    const int null_fd = ::open("/dev/null", O_WRONLY);
-    if (null_fd >= 0) ::dup2(null_fd, STDERR_FILENO);
-    sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned>(o.seed));
-    const auto status = sentencepiece::SentencePieceTrainer::Train(args);
-    if (!status.ok()) {
-      const char* msg = status.error_message();
-      [[maybe_unused]] ssize_t written = ::write(pipe_fds[1], msg, std::strlen(msg));
-      ::_exit(1);
-    }
-    ::_exit(0);
+    train_in_child(parent, pipe_fds[1], args, o.seed);
   }
   ::close(pipe_fds[1]);
   auto remove_temporaries = [&] {
@@ -155,24 +182,14 @@ void Subwords::train(const SubwordTraining& o) {
   const std::string message = read_child_message(pipe_fds[0], child, remove_temporaries);
   const int status = reap(child);
   if (StopSignals::received() != 0) stop_child(0, remove_temporaries);  // it may have died of the signal first
-  const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  if (!ok) {
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     remove_temporaries();
     fail(cat("subwords: SentencePiece training failed",
              message.empty() ? (WIFSIGNALED(status) ? cat(" (it aborted with signal ", WTERMSIG(status), ")") : std::string())
                              : ": " + trimmed(message),
              ". ", advice_for(message, o.vocab_size)));
   }
-  // The vocabulary first: the model's presence is what says "trained" to the caller.
-  for (const char* ext : {".vocab", ".model"}) {
-    std::error_code ec;
-    std::filesystem::rename(tmp_prefix + ext, prefix + ext, ec);
-    if (ec) {
-      std::filesystem::remove(tmp_prefix + ".model", ec);
-      std::filesystem::remove(tmp_prefix + ".vocab", ec);
-      fail(cat("subwords: cannot rename ", tmp_prefix, ext, " to ", prefix, ext, ": ", ec.message()));
-    }
-  }
+  install_trained(tmp_prefix, prefix);
 }
 
 Subwords::Subwords(const std::string& model_path)
