@@ -11,16 +11,21 @@
 // --device cuda runs both on the GPU: each timed pass ends by copying one element of its result
 // (the output, or a gradient) to the host, which waits until the GPU has finished all the work
 // queued before it (one stream), and the memory is the CUDA caching allocator's.
+// The command line is cli/'s Args (CLI11, as qkgrad-translate's): a bad or missing value, or an
+// unknown option, is refused with a message that names it, and exit status 2.
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "cli/args.h"
 #include "core/autograd.h"
 #include "core/backend.h"
 #include "core/error.h"
+#include "io/json.h"
 #include "ops/ops.h"
 
 using namespace qkgrad;
@@ -44,53 +49,64 @@ void wait_for(const Tensor& t) {
   backend(t.device()).copy_to_host(&first, t.raw_data(), dtype_size(t.dtype()));
 }
 
-}  // namespace
-
-void usage() {
-  std::fprintf(stderr,
-               "usage: qkgrad-bench-attention [--reps N] [--threads N] [--mode qknorm|scaled_dot] [--shape B,H,T,d]\n"
-               "                              [--causal yes|no] [--device cpu|cuda] [--json]\n");
-}
-
 struct Shape4 {
   int64_t b, h, t, d;
 };
 
-int main(int argc, char** argv) {
-  int reps = 9, threads = 0;
+struct Options {
+  int64_t reps = 9, threads = 0;  // threads 0: all
   bool json = false;
-  int causal_only = -1;  // -1: both
-  Device device = Device::cpu;
-  AttentionMode mode = AttentionMode::qknorm;
+  std::string mode = "qknorm", device = "cpu", causal;  // causal "": both
   std::vector<Shape4> shapes = {{32, 4, 40, 64}, {16, 8, 64, 64}, {8, 8, 256, 64}};
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--json") {
-      json = true;
-      continue;
-    }
-    if (i + 1 >= argc) {
-      usage();
-      return 2;
-    }
-    const std::string value = argv[++i];
-    Shape4 one{};
-    if (arg == "--reps") reps = std::max(1, std::atoi(value.c_str()));
-    else if (arg == "--threads") threads = std::atoi(value.c_str());
-    else if (arg == "--mode" && (value == "qknorm" || value == "scaled_dot"))
-      mode = value == "qknorm" ? AttentionMode::qknorm : AttentionMode::scaled_dot;
-    else if (arg == "--causal" && (value == "yes" || value == "no"))
-      causal_only = value == "yes" ? 1 : 0;
-    else if (arg == "--device" && (value == "cpu" || value == "cuda"))
-      device = value == "cuda" ? Device::cuda : Device::cpu;
-    else if (arg == "--shape" && std::sscanf(value.c_str(), "%ld,%ld,%ld,%ld", &one.b, &one.h, &one.t, &one.d) == 4 &&
-             one.b > 0 && one.h > 0 && one.t > 0 && one.d > 0)
-      shapes = {one};
-    else {
-      usage();
-      return 2;
-    }
+};
+
+// ---- the command line ----
+
+// "B,H,T,d": four positive integers, or false.
+bool parse_shape(const std::string& text, Shape4& s) {
+  const char* p = text.data();
+  const char* const end = text.data() + text.size();
+  for (int64_t* x : {&s.b, &s.h, &s.t, &s.d}) {
+    if (x != &s.b && (p == end || *p++ != ',')) return false;
+    const auto r = std::from_chars(p, end, *x);
+    if (r.ec != std::errc() || *x <= 0) return false;
+    p = r.ptr;
   }
+  return p == end;
+}
+
+// Reads the options from argv: the exit status main should return now (--help, a usage
+// error), or nullopt to go on.
+std::optional<int> parse_options(int argc, char** argv, Options& o) {
+  Args args("qkgrad-bench-attention", "The fused attention op against the same math composed from primitive ops.",
+            kProgramStyle);
+  args.option("reps", "timed repetitions; the median is printed", &o.reps, 1, 1'000'000);
+  args.option("threads", "CPU threads", &o.threads, 1, 4096)->default_str("all");
+  args.choice("mode", "attention", &o.mode, {"qknorm", "scaled_dot"});
+  args.custom("shape", "only this shape (default: 32,4,40,64 16,8,64,64 8,8,256,64)", "B,H,T,d",
+              [&](const std::string& v) -> std::string {
+                Shape4 one{};
+                if (!parse_shape(v, one)) return "must be four positive integers B,H,T,d, got '" + v + "'";
+                o.shapes = {one};
+                return "";
+              });
+  args.choice("causal", "only causal masking, or only none (default: both)", &o.causal, {"yes", "no"});
+  args.choice("device", "where both run (cuda: needs a CUDA build and a GPU)", &o.device, kDeviceChoices);
+  args.flag("json", "print one JSON object per line instead of the table", &o.json);
+  return args.parse_main(argc, argv);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opts;
+  if (const auto status = parse_options(argc, argv, opts)) return *status;
+  const int reps = static_cast<int>(opts.reps);
+  const bool json = opts.json;
+  const int causal_only = opts.causal.empty() ? -1 : opts.causal == "yes" ? 1 : 0;  // -1: both
+  const Device device = opts.device == "cuda" ? Device::cuda : Device::cpu;
+  const AttentionMode mode = opts.mode == "qknorm" ? AttentionMode::qknorm : AttentionMode::scaled_dot;
+  const std::vector<Shape4>& shapes = opts.shapes;
   Backend* be = nullptr;
   try {
     be = &backend(device);  // cuda without CUDA support or without a GPU: says why, at once
@@ -98,7 +114,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "qkgrad-bench-attention: %s\n", e.what());
     return 2;
   }
-  if (threads > 0) set_num_threads(threads);
+  if (opts.threads > 0) set_num_threads(static_cast<int>(opts.threads));
   const char* mode_name = mode == AttentionMode::qknorm ? "qknorm" : "scaled_dot";
   if (!json) {
     std::printf("%s attention, float32, on %s, %d threads, median of %d; memory = peak allocated above the inputs\n",
@@ -154,14 +170,13 @@ int main(int argc, char** argv) {
       const double f0 = median(fwd[0]), f1 = median(fwd[1]), t0 = median(train[0]), t1 = median(train[1]);
       const double m0 = median(memory[0]), m1 = median(memory[1]);
       if (json) {
-        std::printf("{\"b\": %ld, \"h\": %ld, \"t\": %ld, \"d\": %ld, \"causal\": %s, \"mode\": \"%s\", "
-                    "\"device\": \"%s\", \"threads\": %d, \"reps\": %d, \"forward_ms\": %.4f, \"forward_ms_composed\": %.4f, "
-                    "\"train_ms\": %.4f, \"train_ms_composed\": %.4f, \"train_ms_min\": %.4f, "
-                    "\"train_ms_max\": %.4f, \"peak_mb\": %.3f, \"peak_mb_composed\": %.3f}\n",
-                    static_cast<long>(s.b), static_cast<long>(s.h), static_cast<long>(s.t), static_cast<long>(s.d),
-                    causal ? "true" : "false", mode_name, std::string(device_name(device)).c_str(), num_threads(), reps, f0, f1, t0, t1,
-                    *std::min_element(train[0].begin(), train[0].end()),
-                    *std::max_element(train[0].begin(), train[0].end()), m0, m1);
+        const Json line = {{"b", s.b}, {"h", s.h}, {"t", s.t}, {"d", s.d}, {"causal", causal}, {"mode", mode_name},
+                           {"device", device_name(device)}, {"threads", num_threads()}, {"reps", reps},
+                           {"forward_ms", f0}, {"forward_ms_composed", f1}, {"train_ms", t0}, {"train_ms_composed", t1},
+                           {"train_ms_min", *std::min_element(train[0].begin(), train[0].end())},
+                           {"train_ms_max", *std::max_element(train[0].begin(), train[0].end())},
+                           {"peak_mb", m0}, {"peak_mb_composed", m1}};
+        std::printf("%s\n", dump_json(line).c_str());
       } else {
         std::printf("%-22s %-6s | %9.3f %9.3f %6.2f | %9.3f %9.3f %6.2f | %9.2f %9.2f %6.2f\n", label,
                     causal ? "yes" : "no", f0, f1, f1 / f0, t0, t1, t1 / t0, m0, m1, m1 / m0);

@@ -6,15 +6,17 @@
 //   fwd+bwd  matmul with a and b requiring grad, then backward: 3 GEMMs, compared with 3 BLAS calls
 // and prints medians and the ratio to BLAS (1.00 = no overhead).
 //   qkgrad-bench-matmul [--reps N] [--threads N]
+// The command line is cli/'s Args (CLI11, as qkgrad-translate's): a bad or missing value, or an
+// unknown option, is refused with a message that names it, and exit status 2.
 #include <cblas.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "cli/args.h"
 #include "core/autograd.h"
 #include "core/backend.h"
 #include "ops/ops.h"
@@ -35,16 +37,12 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int reps = 15, threads = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string arg = argv[i];
-    if (arg == "--reps") reps = std::max(1, std::atoi(argv[i + 1]));
-    else if (arg == "--threads") threads = std::atoi(argv[i + 1]);
-    else {
-      std::fprintf(stderr, "usage: qkgrad-bench-matmul [--reps N] [--threads N]\n");
-      return 2;
-    }
-  }
+  int reps = 15, threads = 0;  // threads 0: all
+  Args args("qkgrad-bench-matmul", "qkgrad's matmul, forward and forward + backward, against the raw BLAS calls.",
+            kProgramStyle);
+  args.option("reps", "timed repetitions; the median is printed", &reps, 1, 1'000'000);
+  args.option("threads", "CPU threads", &threads, 1, 4096)->default_str("all");
+  if (const auto status = args.parse_main(argc, argv)) return *status;
   if (threads > 0) set_num_threads(threads);
   std::printf("threads %d, %d repetitions, median ms (GFLOP/s), ratio = qkgrad / blas\n", num_threads(), reps);
   std::printf("%-22s %18s %18s %7s %18s %18s %7s\n", "m x k x n", "blas", "forward", "ratio", "3x blas", "fwd+bwd", "ratio");

@@ -1,33 +1,34 @@
 // qkgrad-bench-sgemm: the OpenBLAS sgemm GFLOP/s of this machine (median of repeated square
 // products at several sizes), the peak every training-step figure is compared with.
 //   qkgrad-bench-sgemm [--threads N] [--json]
+// The command line is cli/'s Args (CLI11, as qkgrad-translate's): a bad or missing value, or an
+// unknown option, is refused with a message that names it, and exit status 2.
 #include <cblas.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "cli/args.h"
 #include "core/backend.h"
 #include "core/tensor.h"
+#include "io/json.h"
 
 using namespace qkgrad;
 
 int main(int argc, char** argv) {
   bool json = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--json") json = true;
-    else if (arg == "--threads" && i + 1 < argc) set_num_threads(std::max(1, std::atoi(argv[++i])));
-    else {
-      std::fprintf(stderr, "usage: qkgrad-bench-sgemm [--threads N] [--json]\n");
-      return 2;
-    }
-  }
+  int threads = 0;  // 0: all
+  Args args("qkgrad-bench-sgemm", "The OpenBLAS sgemm GFLOP/s of this machine (the peak of the training-step figures).",
+            kProgramStyle);
+  args.option("threads", "CPU threads", &threads, 1, 4096)->default_str("all");
+  args.flag("json", "print one JSON line instead of the text", &json);
+  if (const auto status = args.parse_main(argc, argv)) return *status;
+  if (threads > 0) set_num_threads(threads);
   double best = 0;
-  std::string sizes;
+  Json by_size = Json::object();  // GFLOP/s by n
   for (int n : {256, 512, 1024, 2048}) {
     Generator gen(1);
     Tensor a = Tensor::randn({n, n}, gen), b = Tensor::randn({n, n}, gen), c = Tensor::empty({n, n});
@@ -43,13 +44,12 @@ int main(int argc, char** argv) {
     std::sort(rates.begin(), rates.end());
     const double median = rates[rates.size() / 2];
     best = std::max(best, median);
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%s\"%d\": %.1f", sizes.empty() ? "" : ", ", n, median);
-    sizes += buf;
+    by_size[std::to_string(n)] = median;
     if (!json) std::printf("sgemm %4d x %4d x %4d: %6.1f GFLOP/s (median of %d)\n", n, n, n, median, reps);
   }
   if (json) {
-    std::printf("{\"sgemm_gflops\": %.1f, \"threads\": %d, \"by_size\": {%s}}\n", best, num_threads(), sizes.c_str());
+    const Json result = {{"sgemm_gflops", best}, {"threads", num_threads()}, {"by_size", by_size}};
+    std::printf("%s\n", dump_json(result).c_str());
   } else {
     std::printf("sgemm peak: %.1f GFLOP/s on %d threads\n", best, num_threads());
   }

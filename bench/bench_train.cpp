@@ -20,18 +20,27 @@
 //   decoder layer:  self 4·2·BT·D² + 2·2·B·T²·D, cross 2·2·BT·D² + 2·2·BS·D² + 2·2·B·T·S·D,
 //                   FFN 2·2·BT·D·F
 //   output layer:   2·BT·D·V
+//
+//   qkgrad-bench [--layers N] [--d-model N] [--heads N] [--ffn N] [--vocab N] [--batch N] [--src-len N]
+//                [--tgt-len N] [--steps N] [--warmup-steps N] [--threads N] [--attn qknorm|scaled_dot]
+//                [--dropout P] [--device cpu|cuda] [--json]
+// The command line is cli/'s Args (CLI11, as qkgrad-translate's): a bad or missing value, or an
+// unknown option, is refused with a message that names it, and exit status 2.
+// bench/compare_torch.py passes these flags and reads the --json line.
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "cli/args.h"
 #include "core/autograd.h"
 #include "core/backend.h"
 #include "core/error.h"
+#include "io/json.h"
 #include "nn/optim.h"
 #include "nn/transformer.h"
 #include "ops/ops.h"
@@ -49,12 +58,27 @@ struct Options {
   bool json = false;
 };
 
-void usage(std::FILE* out) {
-  std::fprintf(out,
-               "usage: qkgrad-bench [--layers N] [--d-model N] [--heads N] [--ffn N] [--vocab N] [--batch N]\n"
-               "                    [--src-len N] [--tgt-len N] [--steps N] [--warmup-steps N] [--threads N]\n"
-               "                    [--attn qknorm|scaled_dot] [--dropout P] [--device cpu|cuda] [--json]\n"
-               "  defaults: config A = 3 layers, d 256, 4 heads, ffn 1024, vocab 8000, 32 sentences x 40 tokens\n");
+// Reads the options from argv: the exit status main should return now (--help, a usage
+// error), or nullopt to go on. The defaults are config A.
+std::optional<int> parse_options(int argc, char** argv, Options& o) {
+  Args args("qkgrad-bench", "Times one training step of the Seq2SeqTransformer (the defaults: config A).", kProgramStyle);
+  args.option("layers", "encoder and decoder layers", &o.layers, 1, 64);
+  args.option("d-model", "model width", &o.d_model, 1, 16384);
+  args.option("heads", "attention heads", &o.heads, 1, 256);
+  args.option("ffn", "feed-forward width", &o.ffn, 1, 65536);
+  args.option("vocab", "vocabulary size", &o.vocab, 5, 1'000'000);
+  args.option("batch", "sentences per batch", &o.batch, 1, 65536);
+  args.option("src-len", "source tokens per sentence", &o.src_len, 1, 65536);
+  args.option("tgt-len", "target tokens per sentence", &o.tgt_len, 1, 65536);
+  args.option("steps", "timed steps", &o.steps, 1, 1'000'000);
+  args.option("warmup-steps", "untimed steps first", &o.warmup_steps, 0, 1'000'000);
+  args.option("threads", "CPU threads", &o.threads, 1, 4096)->default_str("all");
+  args.choice("attn", "attention", &o.attn, {"qknorm", "scaled_dot"});
+  args.option("dropout", "every dropout rate, in [0, 1)", &o.dropout, [](double p) { return p >= 0 && p < 1; }, "in [0, 1)")
+      ->type_name("P");
+  args.choice("device", "where the step runs (cuda: needs a CUDA build and a GPU)", &o.device, kDeviceChoices);
+  args.flag("json", "print one JSON line instead of the text", &o.json);
+  return args.parse_main(argc, argv);
 }
 
 double flops_per_step(const Options& o) {
@@ -78,64 +102,7 @@ double peak_rss_mb() {
 
 int main(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "qkgrad-bench: %s needs a value\n", arg.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    auto integer = [&](int64_t min) {
-      const std::string v = next();
-      char* end = nullptr;
-      const long long x = std::strtoll(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || x < min) {
-        std::fprintf(stderr, "qkgrad-bench: %s needs an integer >= %ld, got '%s'\n", arg.c_str(), static_cast<long>(min), v.c_str());
-        std::exit(2);
-      }
-      return static_cast<int64_t>(x);
-    };
-    if (arg == "--layers") o.layers = integer(1);
-    else if (arg == "--d-model") o.d_model = integer(1);
-    else if (arg == "--heads") o.heads = integer(1);
-    else if (arg == "--ffn") o.ffn = integer(1);
-    else if (arg == "--vocab") o.vocab = integer(4);
-    else if (arg == "--batch") o.batch = integer(1);
-    else if (arg == "--src-len") o.src_len = integer(1);
-    else if (arg == "--tgt-len") o.tgt_len = integer(1);
-    else if (arg == "--steps") o.steps = integer(1);
-    else if (arg == "--warmup-steps") o.warmup_steps = integer(0);
-    else if (arg == "--threads") o.threads = integer(1);
-    else if (arg == "--attn") {
-      o.attn = next();
-      if (o.attn != "qknorm" && o.attn != "scaled_dot") {
-        std::fprintf(stderr, "qkgrad-bench: --attn must be qknorm or scaled_dot\n");
-        return 2;
-      }
-    } else if (arg == "--dropout") {
-      o.dropout = std::atof(next().c_str());
-      if (!(o.dropout >= 0 && o.dropout < 1)) {
-        std::fprintf(stderr, "qkgrad-bench: --dropout must be in [0, 1)\n");
-        return 2;
-      }
-    } else if (arg == "--device") {
-      o.device = next();
-      if (o.device != "cpu" && o.device != "cuda") {
-        std::fprintf(stderr, "qkgrad-bench: --device must be cpu or cuda\n");
-        return 2;
-      }
-    } else if (arg == "--json") o.json = true;
-    else if (arg == "--help" || arg == "-h") {
-      usage(stdout);
-      return 0;
-    } else {
-      std::fprintf(stderr, "qkgrad-bench: unknown option '%s'\n", arg.c_str());
-      usage(stderr);
-      return 2;
-    }
-  }
+  if (const auto status = parse_options(argc, argv, o)) return *status;
   const Device device = o.device == "cuda" ? Device::cuda : Device::cpu;
   try {
     (void)backend(device);  // cuda without CUDA support or without a GPU: says why, at once
@@ -209,14 +176,15 @@ int main(int argc, char** argv) {
     const char* peak_key = on_gpu ? "peak_device_mb" : "peak_rss_mb";
     const char* peak_label = on_gpu ? "peak device memory" : "peak RSS";
     if (o.json) {
-      std::printf("{\"framework\": \"qkgrad\", \"layers\": %ld, \"d_model\": %ld, \"heads\": %ld, \"ffn\": %ld, \"vocab\": %ld, "
-                  "\"batch\": %ld, \"src_len\": %ld, \"tgt_len\": %ld, \"attn\": \"%s\", \"dropout\": %g, \"device\": \"%s\", \"threads\": %d, "
-                  "\"median_ms\": %.3f, \"min_ms\": %.3f, \"max_ms\": %.3f, \"tgt_tokens_per_s\": %.1f, \"gflops\": %.2f, "
-                  "\"%s\": %.1f, \"system_allocations_per_step\": %.2f, \"page_faults_per_step\": %.1f}\n",
-                  static_cast<long>(o.layers), static_cast<long>(o.d_model), static_cast<long>(o.heads), static_cast<long>(o.ffn),
-                  static_cast<long>(o.vocab), static_cast<long>(o.batch), static_cast<long>(o.src_len), static_cast<long>(o.tgt_len),
-                  o.attn.c_str(), o.dropout, o.device.c_str(), num_threads(), median, sorted.front(), sorted.back(), tokens_per_s,
-                  gflops, peak_key, peak_mb, static_cast<double>(mallocs) / static_cast<double>(o.steps), faults_per_step);
+      const Json line = {{"framework", "qkgrad"}, {"layers", o.layers}, {"d_model", o.d_model}, {"heads", o.heads},
+                         {"ffn", o.ffn}, {"vocab", o.vocab}, {"batch", o.batch}, {"src_len", o.src_len},
+                         {"tgt_len", o.tgt_len}, {"attn", o.attn}, {"dropout", o.dropout}, {"device", o.device},
+                         {"threads", num_threads()}, {"median_ms", median}, {"min_ms", sorted.front()},
+                         {"max_ms", sorted.back()}, {"tgt_tokens_per_s", tokens_per_s}, {"gflops", gflops},
+                         {peak_key, peak_mb},
+                         {"system_allocations_per_step", static_cast<double>(mallocs) / static_cast<double>(o.steps)},
+                         {"page_faults_per_step", faults_per_step}};
+      std::printf("%s\n", dump_json(line).c_str());
     } else {
       std::printf("qkgrad training step: %ld+%ld layers, d %ld, %ld heads, ffn %ld, vocab %ld, %ld x %ld/%ld tokens, %s, dropout %g, "
                   "on %s, %d threads\n",

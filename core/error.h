@@ -14,6 +14,14 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// An error in how a program was called (a bad option, an impossible combination of settings,
+// --device cuda without CUDA), found before any work starts: programs print it and exit with
+// status 2.
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
 [[noreturn]] void fail(const std::string& message);
 
 // Concatenates anything printable with operator<< into one string.

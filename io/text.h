@@ -108,10 +108,16 @@ inline void append_utf8(std::string& out, char32_t cp) {
 // reader sees; the corpus reader keeps them, and removing them is a separate step of the Bible
 // cleaner (corpora/bible_text.cpp). U+180E (Mongolian vowel separator) left White_Space in
 // Unicode 6.3 and is not in the set either.
-inline bool is_whitespace(char32_t cp) {
-  return cp <= 0x20 || cp == 0x7F || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
-         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F ||
-         cp == 0x205F || cp == 0x3000;
+inline bool is_python_space(char32_t cp);
+inline bool is_whitespace(char32_t cp) { return cp <= 0x20 || cp == 0x7F || is_python_space(cp); }
+
+// What Python's str.isspace() (and so str.split(), which sacreBLEU tokenises with) calls
+// whitespace: tab, LF, VT, FF, CR, the separators U+001C-U+001F, the space, and the non-ASCII
+// characters of is_whitespace above. translation/bleu.cpp splits on exactly this set.
+inline bool is_python_space(char32_t cp) {
+  return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
+         cp == 0x3000;
 }
 
 // `text` with every run of whitespace (is_whitespace) replaced by one ASCII space, and none at

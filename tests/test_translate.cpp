@@ -5,13 +5,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
+#include "cli/args.h"
 #include "core/autograd.h"
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "nn/decode.h"
 #include "toy_seq2seq.h"
-#include "translate/args.h"
 #include "translation/batching.h"
 #include "translation/beam_search.h"
 #include "translation/corpus.h"
@@ -214,6 +215,65 @@ TEST_CASE("argument errors are usage errors that name the option", "[translate][
   CHECK_THROWS_WITH(parse({"--run", "--beam", "3"}), Contains("--run needs a value, but the next argument is the option '--beam'"));
   CHECK(parse({"--beam=8", "--run", "r"}));
   CHECK(beam == 8);
+}
+
+TEST_CASE("Args: integers are decimal only (010 is ten, 0x10 is refused); every kind of option", "[translate][args]") {
+  int threads = 0;
+  int64_t steps = 5;
+  uint64_t seed = 1;
+  double dropout = 0;
+  std::string device = "cpu", causal;
+  bool json = false;
+  std::string shape;
+  Args args("qkgrad-bench", "test", kProgramStyle);
+  args.option("threads", "CPU threads", &threads, 1, 4096)->default_str("all");
+  args.option("steps", "timed steps", &steps, 1, 1000000);
+  args.option("seed", "seed", &seed, 0, std::numeric_limits<int64_t>::max());
+  args.option("dropout", "every dropout rate, in [0, 1)", &dropout, [](double p) { return p >= 0 && p < 1; }, "in [0, 1)")
+      ->type_name("P");
+  args.choice("device", "where", &device, kDeviceChoices);
+  args.choice("causal", "only causal masking, or only none (default: both)", &causal, {"yes", "no"});
+  args.flag("json", "one JSON line", &json);
+  args.custom("shape", "B,H,T,d", "B,H,T,d", [&](const std::string& v) -> std::string {
+    if (v.find(',') == std::string::npos) return "must be four positive integers B,H,T,d, got '" + v + "'";
+    shape = v;
+    return "";
+  });
+  auto parse = [&](std::vector<std::string> words) {
+    std::vector<char*> argv;
+    for (auto& w : words) argv.push_back(w.data());
+    return args.parse(static_cast<int>(argv.size()), argv.data(), 0);
+  };
+  // CLI11 alone reads "010" as octal (8) and "0x10" as hex (16): Args reads decimal only.
+  REQUIRE(parse({"--threads", "010", "--steps=0100", "--seed", "0010"}));
+  CHECK(threads == 10);
+  CHECK(steps == 100);
+  CHECK(seed == 10);
+  CHECK_THROWS_WITH(parse({"--threads", "0x10"}), Contains("qkgrad-bench: --threads: needs an integer, got '0x10' (see --help)"));
+  CHECK_THROWS_WITH(parse({"--threads", "0"}), Contains("--threads: must be between 1 and 4096, got 0"));
+  CHECK_THROWS_WITH(parse({"--threads", "99999999999999999999"}), Contains("--threads: must be between 1 and 4096, got 99999999999999999999"));
+  CHECK_THROWS_WITH(parse({"--seed", "-1"}), Contains("--seed: must be between 0 and 9223372036854775807, got -1"));
+  CHECK_THROWS_AS(parse({"--threads", "--steps", "3"}), UsageError);
+  CHECK_THROWS_WITH(parse({"--threads", "--steps", "3"}), Contains("--threads needs a value, but the next argument is the option '--steps'"));
+  // A number with any check, written back exactly; choices; a flag; a value a function reads.
+  REQUIRE(parse({"--dropout", "0.1", "--device", "cuda", "--causal", "no", "--json", "--shape", "1,2,3,4"}));
+  CHECK(dropout == 0.1);
+  CHECK(device == "cuda");
+  CHECK(causal == "no");
+  CHECK(json);
+  CHECK(shape == "1,2,3,4");
+  CHECK_THROWS_WITH(parse({"--dropout", "1"}), Contains("--dropout: must be in [0, 1), got 1"));
+  CHECK_THROWS_WITH(parse({"--dropout", "x"}), Contains("--dropout: needs a number, got 'x'"));
+  CHECK_THROWS_WITH(parse({"--device", "tpu"}), Contains("--device: must be one of cpu|cuda, got 'tpu'"));
+  CHECK_THROWS_WITH(parse({"--json=false"}), Contains("json"));
+  CHECK_THROWS_WITH(parse({"--shape", "7"}), Contains("--shape: must be four positive integers B,H,T,d, got '7'"));
+  // kProgramStyle's --help: -h too, CLI11's labels, every integer's range.
+  const std::string help = args.help();
+  CHECK_THAT(help, Contains("Usage: qkgrad-bench [OPTIONS]"));
+  CHECK_THAT(help, Contains("-h,--help"));
+  CHECK_THAT(help, Contains("--threads N=all             CPU threads (1 to 4096)"));
+  CHECK_THAT(help, Contains("--dropout P=0               every dropout rate, in [0, 1)"));
+  CHECK_THAT(help, Contains("--causal yes|no"));
 }
 
 TEST_CASE("end to end: train a tiny model, resume it exactly, translate with it", "[translate][slow]") {

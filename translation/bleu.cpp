@@ -41,26 +41,12 @@ void check_utf8(std::string_view line, const std::string& where, const std::stri
            "); convert the text to UTF-8 first (e.g. iconv -f latin1 -t utf-8)"));
 }
 
-// If a whitespace character (one that Python's str.split() splits on) starts at text[i], its
-// length in bytes; otherwise 0. The list is Python's: ASCII \t \n \v \f \r, the separators
-// U+001C..U+001F, the space, U+0085, U+00A0, U+1680, U+2000..U+200A, U+2028, U+2029, U+202F,
-// U+205F and U+3000. Every multi-byte pattern starts with a lead byte, so for valid UTF-8 a
-// match is always a whole character.
+// If a whitespace character (one that Python's str.split() splits on: is_python_space in
+// io/text.h) starts at text[i], its length in bytes; otherwise 0.
 std::size_t whitespace_length(std::string_view text, std::size_t i) {
-  const unsigned char b0 = byte_at(text, i);
-  if ((b0 >= 0x09 && b0 <= 0x0D) || (b0 >= 0x1C && b0 <= 0x20)) return 1;
-  const unsigned char b1 = i + 1 < text.size() ? byte_at(text, i + 1) : 0;
-  if (b0 == 0xC2) return (b1 == 0x85 || b1 == 0xA0) ? 2 : 0;  // U+0085, U+00A0
-  const unsigned char b2 = i + 2 < text.size() ? byte_at(text, i + 2) : 0;
-  if (b0 == 0xE1) return (b1 == 0x9A && b2 == 0x80) ? 3 : 0;  // U+1680
-  if (b0 == 0xE3) return (b1 == 0x80 && b2 == 0x80) ? 3 : 0;  // U+3000
-  if (b0 != 0xE2) return 0;
-  if (b1 == 0x80) {
-    const bool spaces = b2 >= 0x80 && b2 <= 0x8A;                // U+2000..U+200A
-    const bool separators = b2 == 0xA8 || b2 == 0xA9 || b2 == 0xAF;  // U+2028, U+2029, U+202F
-    return (spaces || separators) ? 3 : 0;
-  }
-  return (b1 == 0x81 && b2 == 0x9F) ? 3 : 0;  // U+205F
+  char32_t cp = 0;
+  const std::size_t length = decode_utf8(text, i, cp);
+  return length > 0 && is_python_space(cp) ? length : 0;
 }
 
 // Offset of the character after the one starting at text[i] (skips its continuation bytes).

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "io/atomic_file.h"
 
 namespace qkgrad::translation {
 
@@ -138,6 +139,14 @@ RunSettings from_json(const Json& json, const std::string& source, RunSettings b
     if (fields.has(key)) read(fields, key, value);
   });
   return base;
+}
+
+RunSettings load_run_settings(const std::string& options_path) {
+  const Json json = parse_json(read_file(options_path, 1 << 20), options_path);
+  const JsonFields fields(json, options_path);
+  const std::string preset = fields.has("preset") ? fields.string("preset") : "small";
+  QKGRAD_CHECK(is_preset(preset), options_path, ": unknown preset '", preset, "' (choose tiny, demo, small or paper)");
+  return from_json(json, options_path, preset_settings(preset));
 }
 
 bool fixed_on_resume(const std::string& key) {

@@ -64,6 +64,10 @@ RunSettings preset_settings(const std::string& name);
 Json to_json(const RunSettings& s);
 RunSettings from_json(const Json& json, const std::string& source, RunSettings base = {});
 
+// RUNDIR/options.json read back: from_json on the preset the file names (so the keys an older
+// file lacks keep that preset's values). Errors name the file.
+RunSettings load_run_settings(const std::string& options_path);
+
 // The keys a resumed run must keep: they define the model, the data and their order. The others
 // (the recipe, the budgets, evaluation, the device) may change on --resume.
 bool fixed_on_resume(const std::string& key);

@@ -1,64 +1,33 @@
 // qkgrad-gradcheck: checks the hand-derived backward of every differentiable op against
 // float64 central differences (core/gradcheck.h) and prints one line per op:
 //   op <name> inputs <n> max_abs_err <e> max_rel_err <e> PASS|FAIL
-// Exit status 0 when every op passes, 1 otherwise, 2 on a usage error.
+//   qkgrad-gradcheck [--list] [--markdown] [--op NAME] [--verbose] [--seed N]
+// Exit status 0 when every op passes, 1 otherwise, 2 on a usage error (cli/'s Args, CLI11, as
+// qkgrad-translate's: a bad or missing value or an unknown option is named in the message).
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
+#include <limits>
 #include <string>
 
+#include "cli/args.h"
 #include "core/error.h"
 #include "ops/checks/op_cases.h"
 #include "ops/op_table.h"
-
-namespace {
-
-void usage(std::FILE* out) {
-  std::fprintf(out,
-               "usage: qkgrad-gradcheck [--list] [--markdown] [--op NAME] [--verbose] [--seed N]\n"
-               "  --list      print the names of all differentiable ops and exit\n"
-               "  --markdown  print docs/ops.md (every op's forward and backward) and exit\n"
-               "  --op NAME   check only this op\n"
-               "  --verbose   also print every case of every op\n"
-               "  --seed N    seed for the random inputs (default 0)\n");
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   using namespace qkgrad;
   bool list = false, verbose = false, markdown = false;
   std::string only;
   uint64_t seed = 0;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--list") {
-      list = true;
-    } else if (arg == "--markdown") {
-      markdown = true;
-    } else if (arg == "--verbose") {
-      verbose = true;
-    } else if ((arg == "--op" || arg == "--seed") && i + 1 < argc) {
-      const std::string value = argv[++i];
-      if (arg == "--op") {
-        only = value;
-      } else {
-        char* end = nullptr;
-        seed = std::strtoull(value.c_str(), &end, 10);
-        if (value.empty() || *end != '\0') {
-          std::fprintf(stderr, "qkgrad-gradcheck: --seed needs a non-negative integer, got '%s'\n", value.c_str());
-          return 2;
-        }
-      }
-    } else if (arg == "--help" || arg == "-h") {
-      usage(stdout);
-      return 0;
-    } else {
-      std::fprintf(stderr, "qkgrad-gradcheck: unknown or incomplete argument '%s'\n", arg.c_str());
-      usage(stderr);
-      return 2;
-    }
-  }
+  Args args("qkgrad-gradcheck", "Checks the backward of every differentiable op against float64 central differences.",
+            kProgramStyle);
+  args.flag("list", "print the names of all differentiable ops and exit", &list);
+  args.flag("markdown", "print docs/ops.md (every op's forward and backward) and exit", &markdown);
+  args.option("op", "check only this op (see --list)", &only)->type_name("NAME");
+  args.flag("verbose", "also print every case of every op", &verbose);
+  args.option("seed", "seed for the random inputs", &seed, 0, std::numeric_limits<int64_t>::max());
+  if (const auto status = args.parse_main(argc, argv)) return *status;
 
   if (markdown) {
     std::fputs(op_table_markdown().c_str(), stdout);

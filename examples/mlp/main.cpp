@@ -1,72 +1,29 @@
 // qkgrad-mlp: trains a small MLP on generated spirals and prints the loss falling.
-//   qkgrad-mlp [--seed N] [--steps N] [--hidden N] [--classes K] [--lr X] [--threads N]
+//   qkgrad-mlp [--seed N] [--steps N] [--hidden N] [--classes K] [--points N] [--lr X] [--threads N]
+// The command line is cli/'s Args (CLI11, as qkgrad-translate's): a bad or missing value, or an
+// unknown option, is refused with a message that names it, and exit status 2.
+#include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <string>
+#include <limits>
 
+#include "cli/args.h"
 #include "core/backend.h"
 #include "core/error.h"
 #include "mlp/spirals.h"
 
-namespace {
-
-void usage(std::FILE* out) {
-  std::fprintf(out,
-               "usage: qkgrad-mlp [options]\n"
-               "  --seed N      random seed for data and weights (default 1)\n"
-               "  --steps N     full-batch SGD steps (default 1500)\n"
-               "  --hidden N    hidden layer width (default 64)\n"
-               "  --classes K   number of spiral arms (default 3)\n"
-               "  --points N    points per arm (default 100)\n"
-               "  --lr X        learning rate (default 0.1)\n"
-               "  --threads N   CPU threads (default: all)\n");
-}
-
-bool parse_number(const std::string& text, double& out) {
-  char* end = nullptr;
-  out = std::strtod(text.c_str(), &end);
-  return !text.empty() && *end == '\0';
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   using namespace qkgrad;
   examples::SpiralsConfig config;
-  int threads = 0;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      usage(stdout);
-      return 0;
-    }
-    double value = 0;
-    if (i + 1 >= argc || !parse_number(argv[i + 1], value)) {
-      std::fprintf(stderr, "qkgrad-mlp: '%s' needs a numeric value\n", arg.c_str());
-      usage(stderr);
-      return 2;
-    }
-    ++i;
-    const bool whole = value == static_cast<double>(static_cast<long long>(value));
-    auto need = [&](bool ok, const char* what) {
-      if (!ok) {
-        std::fprintf(stderr, "qkgrad-mlp: %s must be %s, got %s\n", arg.c_str(), what, argv[i]);
-        std::exit(2);
-      }
-    };
-    if (arg == "--seed") { need(whole && value >= 0, "a non-negative integer"); config.seed = static_cast<uint64_t>(value); }
-    else if (arg == "--steps") { need(whole && value >= 1, "an integer >= 1"); config.steps = static_cast<int>(value); }
-    else if (arg == "--hidden") { need(whole && value >= 1, "an integer >= 1"); config.hidden = static_cast<int>(value); }
-    else if (arg == "--classes") { need(whole && value >= 2, "an integer >= 2"); config.classes = static_cast<int>(value); }
-    else if (arg == "--points") { need(whole && value >= 1, "an integer >= 1"); config.points_per_class = static_cast<int>(value); }
-    else if (arg == "--lr") { need(value > 0, "> 0"); config.lr = value; }
-    else if (arg == "--threads") { need(whole && value >= 1, "an integer >= 1"); threads = static_cast<int>(value); }
-    else {
-      std::fprintf(stderr, "qkgrad-mlp: unknown option '%s'\n", arg.c_str());
-      usage(stderr);
-      return 2;
-    }
-  }
+  int threads = 0;  // 0: all
+  Args args("qkgrad-mlp", "Trains a two-layer MLP on generated spirals and prints the loss falling.", kProgramStyle);
+  args.option("seed", "random seed for data and weights", &config.seed, 0, std::numeric_limits<int64_t>::max());
+  args.option("steps", "full-batch SGD steps", &config.steps, 1, 100'000'000);
+  args.option("hidden", "hidden layer width", &config.hidden, 1, 65536);
+  args.option("classes", "number of spiral arms", &config.classes, 2, 1000)->type_name("K");
+  args.option("points", "points per arm", &config.points_per_class, 1, 1'000'000);
+  args.option("lr", "learning rate (> 0)", &config.lr, [](double x) { return x > 0; }, "> 0");
+  args.option("threads", "CPU threads", &threads, 1, 4096)->default_str("all");
+  if (const auto status = args.parse_main(argc, argv)) return *status;
   try {
     if (threads > 0) set_num_threads(threads);
     std::printf("spirals: %d arms x %d points, MLP 2-%d-%d-%d, SGD lr %g momentum %g, seed %llu\n",

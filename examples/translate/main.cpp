@@ -20,13 +20,13 @@
 #include <iterator>
 #include <string>
 
+#include "cli/args.h"
 #include "core/autograd.h"
 #include "core/error.h"
 #include "corpora/bible.h"
 #include "io/atomic_file.h"
 #include "io/json.h"
 #include "plots/svg.h"
-#include "translate/args.h"
 #include "translation/attention_stats.h"
 #include "translation/batching.h"
 #include "translation/beam_search.h"
@@ -36,6 +36,7 @@
 #include "translation/run_dir.h"
 #include "translation/stop_signals.h"
 #include "translation/trainer.h"
+#include "translation/usage.h"
 
 using namespace qkgrad;
 using namespace qkgrad::translation;
@@ -66,7 +67,7 @@ SplitFiles split_files_of_run(const std::string& run, std::string data, const st
   const RunDir rd{run};
   QKGRAD_CHECK(std::filesystem::is_directory(run), "run directory ", run, " does not exist (train a model first: ",
                "qkgrad-translate train --run ", run, " ...)");
-  const RunSettings options = from_json(parse_json(read_file(rd.options(), 1 << 20), rd.options()), rd.options());
+  const RunSettings options = load_run_settings(rd.options());
   if (data.empty()) {
     data = options.data_dir;
     if (!data.empty() && data.front() != '/') {  // runs of older versions stored the path as given
