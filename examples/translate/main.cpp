@@ -10,6 +10,7 @@
 // Every subcommand has --help. The ones that run the model take --device cpu|cuda (default cpu).
 // Exit status: 0 success, 1 error, 2 usage error (also --device cuda where CUDA cannot run),
 // 128 + the signal when train stops on SIGINT (130), SIGHUP (129) or SIGTERM (143).
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -43,20 +44,6 @@ using namespace qkgrad::translation;
 using namespace qkgrad::corpora;
 
 namespace {
-
-constexpr const char* kUsage =
-    "usage: qkgrad-translate COMMAND [options]   (COMMAND --help for its options)\n"
-    "commands:\n"
-    "  prepare-bible  build the Spanish->English Bible corpus from Debian's SWORD packages\n"
-    "  train          train a translation Transformer (QKNorm or scaled dot-product attention)\n"
-    "  translate      translate sentences (stdin or --input) with beam search\n"
-    "  eval           translate a data split and report BLEU and chrF\n"
-    "  bleu           corpus BLEU and chrF of a hypothesis file against a reference\n"
-    "  grads          write one batch's loss and every gradient (safetensors) for cross-checks\n"
-    "  attention      draw the attention of every layer and head for one sentence (SVG)\n"
-    "  attention-stats  attention entropy, max probability and saturation of every module on a split\n"
-    "train, translate, eval, grads, attention and attention-stats run the model on --device cpu|cuda\n"
-    "(default cpu; a run trained on one device loads on the other).\n";
 
 // DATA/SPLIT.SRC and DATA/SPLIT.TGT of a trained run: the languages from its options.json, and
 // DATA from there too unless `data` is given.
@@ -428,28 +415,51 @@ int cmd_attention_stats(int argc, char** argv) {
   }
   return 0;
 }
+
+// The subcommands, each with its own options (COMMAND --help).
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*run)(int argc, char** argv);
+};
+constexpr Command kCommands[] = {
+    {"prepare-bible", "build the Spanish->English Bible corpus from Debian's SWORD packages", cmd_prepare_bible},
+    {"train", "train a translation Transformer (QKNorm or scaled dot-product attention)", cmd_train},
+    {"translate", "translate sentences (stdin or --input) with beam search", cmd_translate},
+    {"eval", "translate a data split and report BLEU and chrF", cmd_eval},
+    {"bleu", "corpus BLEU and chrF of a hypothesis file against a reference", cmd_bleu},
+    {"grads", "write one batch's loss and every gradient (safetensors) for cross-checks", cmd_grads},
+    {"attention", "draw the attention of every layer and head for one sentence (SVG)", cmd_attention},
+    {"attention-stats", "attention entropy, max probability and saturation of every module on a split",
+     cmd_attention_stats},
+};
+
+std::string usage() {
+  std::string text = "usage: qkgrad-translate COMMAND [options]   (COMMAND --help for its options)\ncommands:\n";
+  for (const Command& c : kCommands) text += cat("  ", c.name, std::string(17 - std::string(c.name).size(), ' '), c.summary, "\n");
+  return text +
+         "train, translate, eval, grads, attention and attention-stats run the model on --device cpu|cuda\n"
+         "(default cpu; a run trained on one device loads on the other).\n";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
-    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    std::fputs(usage().c_str(), argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
   const std::string command = argv[1];
+  const auto found = std::find_if(std::begin(kCommands), std::end(kCommands), [&](const Command& c) { return command == c.name; });
+  if (found == std::end(kCommands)) {
+    std::fprintf(stderr, "qkgrad-translate: unknown command '%s'\n%s", command.c_str(), usage().c_str());
+    return 2;
+  }
   // Over a file size limit (ulimit -f), a write fails with EFBIG and is reported like a full
   // disk, instead of the signal ending the program with a half-written file.
   std::signal(SIGXFSZ, SIG_IGN);
   try {
-    if (command == "prepare-bible") return cmd_prepare_bible(argc, argv);
-    if (command == "train") return cmd_train(argc, argv);
-    if (command == "translate") return cmd_translate(argc, argv);
-    if (command == "bleu") return cmd_bleu(argc, argv);
-    if (command == "eval") return cmd_eval(argc, argv);
-    if (command == "grads") return cmd_grads(argc, argv);
-    if (command == "attention") return cmd_attention(argc, argv);
-    if (command == "attention-stats") return cmd_attention_stats(argc, argv);
-    std::fprintf(stderr, "qkgrad-translate: unknown command '%s'\n%s", command.c_str(), kUsage);
-    return 2;
+    return found->run(argc, argv);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 2;
