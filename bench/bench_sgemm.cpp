@@ -1,57 +1,152 @@
-// qkgrad-bench-sgemm: the OpenBLAS sgemm GFLOP/s of this machine (median of repeated square
-// products at several sizes), the peak every training-step figure is compared with.
-//   qkgrad-bench-sgemm [--threads N] [--json]
-// The command line is cli/'s Args (CLI11, as qkgrad-translate's): a bad or missing value, or an
-// unknown option, is refused with a message that names it, and exit status 2.
-#include <cblas.h>
-
+// qkgrad-bench-sgemm: float32 GEMM GFLOP/s of this machine, for every provider this build has
+// (OpenBLAS, oneDNN: backends/cpu/cpu_gemm_provider.h), at the shapes of the training step and
+// at square sizes, against the machine's peak: the best one-thread square product × threads (or
+// the best product on all threads, if higher).
+//   qkgrad-bench-sgemm [--threads N] [--json] [--quick]
+// The training step's products are those of its linear layers y = x·Wᵀ, x: [M, in], W: [out, in],
+// M = batch × length tokens, for bench/compare_torch.py's configs C, A and B:
+//   forward  y  = x · Wᵀ    (m, n, k) = (M, out, in)
+//   backward dx = dy · W    (M, in, out)
+//   backward dW = dyᵀ · x   (out, in, M)
+// for the attention projections (in = out = D), the feed-forward layers (D → F, F → D) and the
+// output logits (D → V). Every figure is a median over repeated calls after one warm-up call.
+// The command line is cli/'s Args (CLI11, as qkgrad-translate's).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "backends/cpu/cpu_gemm_provider.h"
 #include "cli/args.h"
 #include "core/backend.h"
 #include "core/tensor.h"
 #include "io/json.h"
 
 using namespace qkgrad;
+using cpu::GemmProvider;
+
+namespace {
+
+struct Shape3 {
+  std::string name;
+  int64_t m, n, k;
+  bool trans_a, trans_b;
+};
+
+// The products of one training step of a config (see the header).
+std::vector<Shape3> step_shapes(const char* config, int64_t tokens, int64_t d, int64_t f, int64_t v) {
+  std::vector<Shape3> out;
+  const struct { const char* layer; int64_t in, out; } layers[] = {{"proj", d, d}, {"ffn1", d, f}, {"ffn2", f, d},
+                                                                    {"logits", d, v}};
+  for (const auto& l : layers) {
+    const std::string base = std::string(config) + " " + l.layer;
+    out.push_back({base + " forward", tokens, l.out, l.in, false, true});
+    out.push_back({base + " dx", tokens, l.in, l.out, false, false});
+    out.push_back({base + " dW", l.out, l.in, tokens, true, false});
+  }
+  return out;
+}
+
+std::vector<Shape3> all_shapes(bool quick) {
+  std::vector<Shape3> shapes;
+  for (const int64_t n : {512, 1024, 2048}) {
+    if (!quick || n == 512) shapes.push_back({"square " + std::to_string(n), n, n, n, false, false});
+  }
+  for (const auto& s : step_shapes("C", 64 * 32, 128, 512, 4000)) shapes.push_back(s);
+  if (quick) return shapes;
+  for (const auto& s : step_shapes("A", 32 * 40, 256, 1024, 8000)) shapes.push_back(s);
+  for (const auto& s : step_shapes("B", 16 * 64, 512, 2048, 8000)) shapes.push_back(s);
+  return shapes;
+}
+
+// Median GFLOP/s of `s` through `provider`, on the threads now set.
+double gflops(const Shape3& s, GemmProvider provider) {
+  cpu::set_gemm_provider(provider);
+  Generator gen(1);
+  const Tensor a = Tensor::randn({s.m * s.k}, gen), b = Tensor::randn({s.k * s.n}, gen);
+  Tensor c = Tensor::empty({s.m * s.n});
+  const double flops = 2.0 * static_cast<double>(s.m * s.n * s.k);
+  const int reps = static_cast<int>(std::clamp(3e9 / flops, 5.0, 40.0));
+  std::vector<double> rates;
+  for (int r = 0; r <= reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    cpu::sgemm(s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, a.data<float>(), s.trans_a ? s.m : s.k, b.data<float>(),
+               s.trans_b ? s.k : s.n, 0.0f, c.data<float>(), s.n);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (r > 0) rates.push_back(flops / seconds / 1e9);  // the first call warms caches and the provider up
+  }
+  std::sort(rates.begin(), rates.end());
+  return rates[rates.size() / 2];
+}
+
+// The machine's peak: the best one-thread square product (512, 1024, 2048) over the providers,
+// times the threads.
+double one_thread_best(const std::vector<GemmProvider>& providers, int threads) {
+  set_num_threads(1);
+  double best = 0;
+  for (const GemmProvider p : providers) {
+    for (const int64_t n : {512, 1024, 2048}) best = std::max(best, gflops({"square", n, n, n, false, false}, p));
+  }
+  set_num_threads(threads);
+  return best;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  bool json = false;
+  bool json = false, quick = false;
   int threads = 0;  // 0: all
-  Args args("qkgrad-bench-sgemm", "The OpenBLAS sgemm GFLOP/s of this machine (the peak of the training-step figures).",
+  Args args("qkgrad-bench-sgemm",
+            "float32 GEMM GFLOP/s of every provider at the training step's shapes, against the machine's peak.",
             kProgramStyle);
   args.option("threads", "CPU threads", &threads, 1, 4096)->default_str("all");
-  args.flag("json", "print one JSON line instead of the text", &json);
+  args.flag("json", "print one JSON line instead of the table", &json);
+  args.flag("quick", "only square 512 and config C's shapes", &quick);
   if (const auto status = args.parse_main(argc, argv)) return *status;
   if (threads > 0) set_num_threads(threads);
-  double best = 0;
-  Json by_size = Json::object();  // GFLOP/s by n
-  for (int n : {256, 512, 1024, 2048}) {
-    Generator gen(1);
-    Tensor a = Tensor::randn({n, n}, gen), b = Tensor::randn({n, n}, gen), c = Tensor::empty({n, n});
-    std::vector<double> rates;
-    const int reps = n >= 2048 ? 4 : 12;
-    for (int r = 0; r < reps + 1; ++r) {
-      const auto t0 = std::chrono::steady_clock::now();
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data<float>(), n, b.data<float>(), n, 0.0f,
-                  c.data<float>(), n);
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (r > 0) rates.push_back(2.0 * n * n * n / s / 1e9);
-    }
-    std::sort(rates.begin(), rates.end());
-    const double median = rates[rates.size() / 2];
-    best = std::max(best, median);
-    by_size[std::to_string(n)] = median;
-    if (!json) std::printf("sgemm %4d x %4d x %4d: %6.1f GFLOP/s (median of %d)\n", n, n, n, median, reps);
+  threads = num_threads();
+  const GemmProvider in_use = cpu::gemm_provider();
+  const std::vector<GemmProvider> providers = cpu::available_gemm_providers();
+  // The peak: the best one-thread product times the threads, or the best square product on all
+  // threads if that is higher (clock speeds vary from run to run on shared machines).
+  const double one_thread = one_thread_best(providers, threads);
+  double all_threads = 0;
+  for (const GemmProvider p : providers) all_threads = std::max(all_threads, gflops({"square", 2048, 2048, 2048, false, false}, p));
+  const double peak = std::max(one_thread * threads, all_threads);
+  if (!json) {
+    std::printf("float32 GEMM on %d threads; peak %.0f GFLOP/s (the best 1-thread square product, %.1f, x %d; or the "
+                "best 2048² product on %d threads, %.1f, if higher)\n",
+                threads, peak, one_thread, threads, threads, all_threads);
+    std::printf("%-20s %6s %6s %6s", "shape", "m", "n", "k");
+    for (const GemmProvider p : providers) std::printf(" %16s", cpu::gemm_provider_name(p));
+    std::printf("\n");
   }
+  Json by_provider = Json::object(), by_size = Json::object();
+  double best_square = 0;
+  for (const Shape3& s : all_shapes(quick)) {
+    if (!json) std::printf("%-20s %6ld %6ld %6ld", s.name.c_str(), static_cast<long>(s.m), static_cast<long>(s.n), static_cast<long>(s.k));
+    for (const GemmProvider p : providers) {
+      const double rate = gflops(s, p);
+      by_provider[cpu::gemm_provider_name(p)][s.name] = rate;
+      if (s.name.rfind("square", 0) == 0 && p == in_use) {
+        by_size[std::to_string(s.m)] = rate;
+        best_square = std::max(best_square, rate);
+      }
+      if (!json) std::printf(" %9.1f (%3.0f%%)", rate, 100 * rate / peak);
+    }
+    if (!json) std::printf("\n");
+    std::fflush(stdout);
+  }
+  cpu::set_gemm_provider(in_use);
   if (json) {
-    const Json result = {{"sgemm_gflops", best}, {"threads", num_threads()}, {"by_size", by_size}};
+    const Json result = {{"sgemm_gflops", best_square}, {"threads", threads}, {"provider", cpu::gemm_provider_name(in_use)},
+                         {"peak_gflops", peak}, {"one_thread_gflops", one_thread}, {"by_size", by_size},
+                         {"by_provider", by_provider}};
     std::printf("%s\n", dump_json(result).c_str());
   } else {
-    std::printf("sgemm peak: %.1f GFLOP/s on %d threads\n", best, num_threads());
+    std::printf("in use: %s (QKGRAD_CPU_GEMM=openblas|onednn chooses); best square product %.1f GFLOP/s = %.0f%% of peak\n",
+                cpu::gemm_provider_name(in_use), best_square, 100 * best_square / peak);
   }
   return 0;
 }

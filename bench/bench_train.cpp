@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/cpu_gemm_provider.h"
 #include "cli/args.h"
 #include "core/autograd.h"
 #include "core/backend.h"
@@ -176,7 +177,7 @@ int main(int argc, char** argv) {
     const char* peak_key = on_gpu ? "peak_device_mb" : "peak_rss_mb";
     const char* peak_label = on_gpu ? "peak device memory" : "peak RSS";
     if (o.json) {
-      const Json line = {{"framework", "qkgrad"}, {"layers", o.layers}, {"d_model", o.d_model}, {"heads", o.heads},
+      const Json line = {{"framework", "qkgrad"}, {"gemm", cpu::gemm_provider_name(cpu::gemm_provider())}, {"layers", o.layers}, {"d_model", o.d_model}, {"heads", o.heads},
                          {"ffn", o.ffn}, {"vocab", o.vocab}, {"batch", o.batch}, {"src_len", o.src_len},
                          {"tgt_len", o.tgt_len}, {"attn", o.attn}, {"dropout", o.dropout}, {"device", o.device},
                          {"threads", num_threads()}, {"median_ms", median}, {"min_ms", sorted.front()},
@@ -187,10 +188,11 @@ int main(int argc, char** argv) {
       std::printf("%s\n", dump_json(line).c_str());
     } else {
       std::printf("qkgrad training step: %ld+%ld layers, d %ld, %ld heads, ffn %ld, vocab %ld, %ld x %ld/%ld tokens, %s, dropout %g, "
-                  "on %s, %d threads\n",
+                  "on %s, %d threads, float32 GEMM: %s\n",
                   static_cast<long>(o.layers), static_cast<long>(o.layers), static_cast<long>(o.d_model), static_cast<long>(o.heads),
                   static_cast<long>(o.ffn), static_cast<long>(o.vocab), static_cast<long>(o.batch), static_cast<long>(o.src_len),
-                  static_cast<long>(o.tgt_len), o.attn.c_str(), o.dropout, o.device.c_str(), num_threads());
+                  static_cast<long>(o.tgt_len), o.attn.c_str(), o.dropout, o.device.c_str(), num_threads(),
+                  cpu::gemm_provider_name(cpu::gemm_provider()));
       std::printf("ms per step: median %.2f  min %.2f  max %.2f  (%ld steps after %ld warm-up)\n", median, sorted.front(),
                   sorted.back(), static_cast<long>(o.steps), static_cast<long>(o.warmup_steps));
       std::printf("target tokens/s %.0f   matmul GFLOP/s %.1f (%.2f GFLOP per step)   %s %.0f MB\n", tokens_per_s, gflops,

@@ -49,12 +49,13 @@ the machine hits all three alike:
                   (glibc otherwise mmaps every buffer over 32 MB, such as the logits, afresh
                   each step, and first-touch page faults are slow on VMs).
 Each contender's figure is the median over the rounds. build/bench/qkgrad-bench-sgemm runs once
-first: its OpenBLAS sgemm GFLOP/s is the peak each contender's GFLOP/s is compared with. Each
+first: the machine's peak, its best one-thread sgemm times the threads, is what each
+contender's GFLOP/s is compared with (and the report names qkgrad's float32 GEMM provider). Each
 torch worker reports which BLAS library is mapped into it (/proc/self/maps) and, through
 OpenBLAS's own API, its build (openblas_get_config) and threading (openblas_get_parallel:
 sequential, pthreads or OpenMP), so the report shows whether the tuning really took effect.
 Output: a Markdown table per config (per contender: median ms/step, target tokens/s with the
-range over the rounds, GFLOP/s, % of the sgemm peak, peak RSS, page faults per step, and how
+range over the rounds, GFLOP/s, % of the peak, peak RSS, page faults per step, and how
 many times faster qkgrad is) and a summary table on stdout, progress on stderr; --json FILE
 also writes every raw result. The driver also checks every result: qkgrad's gflops × median_ms
 must give this script's FLOPs per step, and the torch model's parameters must match
@@ -606,7 +607,7 @@ def config_title(config, o):
 
 def config_table(summary):
     q = summary["qkgrad"]
-    lines = ["| contender | ms/step | target tok/s (min–max) | GFLOP/s | % of sgemm peak | peak RSS MB "
+    lines = ["| contender | ms/step | target tok/s (min–max) | GFLOP/s | % of peak | peak RSS MB "
              "| page faults/step | qkgrad ÷ this (tok/s) |",
              "|---|--:|--:|--:|--:|--:|--:|--:|"]
     for contender in ("qkgrad", "torch-tuned", "torch-default"):
@@ -727,10 +728,13 @@ def run_driver(argv):
     try:
         sgemm, _ = run_json([find_program(sgemm_path, "qkgrad-bench-sgemm"), "--json", "--threads", str(args.threads)],
                             dict(os.environ), args.timeout)
-        log(f"sgemm peak: {sgemm['sgemm_gflops']} GFLOP/s on {sgemm.get('threads')} threads")
+        log(f"sgemm: best square product {sgemm['sgemm_gflops']:.1f} GFLOP/s on {sgemm.get('threads')} threads "
+            f"({sgemm.get('provider', 'openblas')}); peak {sgemm.get('peak_gflops', sgemm['sgemm_gflops']):.1f}")
     except (BenchError, RuntimeError) as e:
         log(f"warning: no sgemm peak, the % of peak columns stay empty: {e}")
-    peak = sgemm["sgemm_gflops"] if sgemm else None
+    # The machine's peak: the best one-thread sgemm times the threads (older qkgrad-bench-sgemm:
+    # its best square product).
+    peak = sgemm.get("peak_gflops", sgemm["sgemm_gflops"]) if sgemm else None
 
     started, load_before = time.strftime("%Y-%m-%d %H:%M:%S"), os.getloadavg()
     options, all_runs, summaries, errors = {}, {}, {}, []
@@ -742,12 +746,14 @@ def run_driver(argv):
         summaries[config] = {c: summarize(all_runs[config][c], peak) for c in CONTENDERS}
     load_after = os.getloadavg()
 
+    gemm = sorted({r.get("gemm", "openblas") for runs in all_runs.values() for r in runs["qkgrad"]}) or ["?"]
     torch_version = next((r["torch_version"] for runs in all_runs.values() for c in CONTENDERS[1:] for r in runs[c]), "?")
     print(f"# qkgrad vs PyTorch {torch_version}: one training step\n")
     rounds = f"{args.rounds} round{'s' if args.rounds > 1 else ''}"
     print(f"{machine_line()}; {args.threads} threads each; {rounds} of qkgrad / torch default / torch tuned, "
           f"alternating, {args.steps} timed steps after {args.warmup_steps} warm-up per run; medians over the rounds. "
-          f"sgemm peak {fmt(peak, 1)} GFLOP/s. Started {started}; load average {load_before[0]:.2f} before, "
+          f"Peak {fmt(peak, 1)} GFLOP/s (the best one-thread sgemm × threads); qkgrad's float32 GEMM: "
+          f"{', '.join(gemm)}. Started {started}; load average {load_before[0]:.2f} before, "
           f"{load_after[0]:.2f} after.\n")
     print("BLAS and environment of the PyTorch workers:")
     print("\n".join(blas_lines(all_runs)) + "\n")

@@ -10,7 +10,8 @@
 #     --fuzz SECONDS  also run each libFuzzer target (scripts/fuzz.sh) for SECONDS.
 #   CI (.ci/run) passes both: --sanitize --fuzz 60.
 # Counts: the layer check (and its planted-include self-test), every Catch2 test case, every op
-# checked by qkgrad-gradcheck, the CUDA emulation, the
+# checked by qkgrad-gradcheck, the suite once more on the other float32 GEMM provider (OpenBLAS,
+# where oneDNN is the default), the CUDA emulation, the
 # CUDA build, and (when asked) the sanitized suite and each fuzz target.
 # The last line is always "N passed, N failed"; the exit status is non-zero on any failure.
 set -uo pipefail
@@ -118,6 +119,23 @@ failed=$((failed + ops_failed))
 if [ "$gradcheck_rc" -ne 0 ] && [ "$ops_failed" -eq 0 ]; then
   echo "error: qkgrad-gradcheck exited with status $gradcheck_rc"
   failed=$((failed + 1))
+fi
+
+# ---- the other float32 GEMM provider: the default is oneDNN where the build found it; the same
+# suite runs once more on OpenBLAS (backends/cpu/cpu_gemm_provider.h), counted as one result ----
+if grep -q -- "-ldnnl" build/build.ninja; then
+  stage "Catch2 suite with QKGRAD_CPU_GEMM=openblas (the other float32 GEMM provider)"
+  QKGRAD_CPU_GEMM=openblas build/tests/qkgrad-tests > "$log_dir/catch2-openblas.log" 2>&1
+  openblas_rc=$?
+  openblas_summary=$(grep -E "^(All tests passed|test cases:)" "$log_dir/catch2-openblas.log" | tail -n 1)
+  if [ "$openblas_rc" -eq 0 ] && [[ "$openblas_summary" == All* ]]; then
+    echo "suite on OpenBLAS: PASS ($openblas_summary)"
+    passed=$((passed + 1))
+  else
+    echo "suite on OpenBLAS: FAIL (exit $openblas_rc; ${openblas_summary:-no summary}); the failures:"
+    grep -B2 -A12 "FAILED" "$log_dir/catch2-openblas.log" | head -n 80
+    failed=$((failed + 1))
+  fi
 fi
 
 # ---- the CUDA build (compiles without a GPU; its tests skip without one) ----

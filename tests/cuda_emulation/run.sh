@@ -32,12 +32,16 @@ done
 mkdir -p "$out"
 python3 tests/cuda_emulation/extract_attention.py . "$out" || { echo "0 passed, 1 failed"; exit 1; }
 
+# The libraries the CPU library needs: OpenBLAS, and oneDNN where the build found it.
+extra_libs=(-lopenblas)
+if grep -q -- "-ldnnl" "$build/build.ninja"; then extra_libs+=(-ldnnl); fi
+
 # compile NAME [flags...]: the emulation driver linked with the CPU library.
 compile() {
   local name=$1
   shift
   g++ -std=c++20 -O1 -g -Wall -Wextra -Werror -I. -I"$out" -Itests/cuda_emulation "$@" \
-    tests/cuda_emulation/attention_emulation.cpp -Wl,--start-group "${libs[@]}" -Wl,--end-group -lopenblas -fopenmp -pthread \
+    tests/cuda_emulation/attention_emulation.cpp -Wl,--start-group "${libs[@]}" -Wl,--end-group "${extra_libs[@]}" -fopenmp -pthread \
     -o "$out/$name"
 }
 compile attention_emulation || { echo "0 passed, 1 failed"; exit 1; }
