@@ -1,21 +1,22 @@
-// qkgrad-bench-matmul: what does qkgrad add on top of the raw BLAS call it makes?
+// qkgrad-bench-matmul: what does qkgrad add on top of the raw GEMM call it makes?
 //
 // For a few GEMM sizes it times, in the same run and interleaved (A B C A B C ...):
-//   blas     cblas_sgemm into a preallocated C (the reference: the best qkgrad can do)
+//   blas     the bare float32 GEMM of the provider in use (cpu::sgemm: oneDNN or OpenBLAS,
+//            backends/cpu/cpu_gemm_provider.h) into a preallocated C (the reference: the best
+//            qkgrad can do)
 //   forward  qkgrad matmul(a, b) with no grad (allocates C through the caching allocator)
 //   fwd+bwd  matmul with a and b requiring grad, then backward: 3 GEMMs, compared with 3 BLAS calls
 // and prints medians and the ratio to BLAS (1.00 = no overhead).
 //   qkgrad-bench-matmul [--reps N] [--threads N]
 // The command line is cli/'s Args (CLI11, as qkgrad-translate's): a bad or missing value, or an
 // unknown option, is refused with a message that names it, and exit status 2.
-#include <cblas.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "backends/cpu/cpu_gemm_provider.h"
 #include "cli/args.h"
 #include "core/autograd.h"
 #include "core/backend.h"
@@ -58,10 +59,7 @@ int main(int argc, char** argv) {
     pa.requires_grad_();
     pb.requires_grad_();
     auto blas = [&](const float* x, const float* y, float* z, bool tx, bool ty, int64_t m, int64_t n, int64_t k) {
-      cblas_sgemm(CblasRowMajor, tx ? CblasTrans : CblasNoTrans, ty ? CblasTrans : CblasNoTrans,
-                  static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, x,
-                  static_cast<blasint>(tx ? m : k), y, static_cast<blasint>(ty ? k : n), 0.0f, z,
-                  static_cast<blasint>(n));
+      cpu::sgemm(tx, ty, m, n, k, 1.0f, x, tx ? m : k, y, ty ? k : n, 0.0f, z, n);
     };
     std::vector<double> t_blas, t_fwd, t_blas3, t_train;
     for (int r = 0; r < reps + 2; ++r) {  // the first 2 rounds warm caches and are dropped
