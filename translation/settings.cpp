@@ -75,42 +75,47 @@ RunSettings preset_settings(const std::string& name) {
 
 namespace {
 
-// Every setting once, under its key in options.json: to_json and from_json both walk this list,
-// so a new setting is one line here (and its member and flag).
+// Whether a resumed run must keep a setting: the data, the model and the batch order are fixed;
+// the recipe, the budgets, evaluation and the device may change.
+enum class Resume { fixed, may_change };
+
+// Every setting once, under its key in options.json, with its resume rule: to_json, from_json
+// and fixed_on_resume all walk this list, so a new setting is one line here (and its member and
+// flag).
 template <typename Settings, typename Visit>
 void for_each_setting(Settings& s, Visit&& visit) {
-  visit("data", s.data_dir);
-  visit("src", s.src);
-  visit("tgt", s.tgt);
-  visit("max_length", s.max_length);
-  visit("preset", s.preset);
-  visit("attention", s.attention);
-  visit("norm", s.norm);
-  visit("layers", s.layers);
-  visit("d_model", s.d_model);
-  visit("heads", s.heads);
-  visit("ffn", s.ffn);
-  visit("vocab_size", s.vocab_size);
-  visit("dropout", s.dropout);
-  visit("attention_dropout", s.attention_dropout);
-  visit("ffn_dropout", s.ffn_dropout);
-  visit("word_dropout", s.word_dropout);
-  visit("batch_tokens", s.batch_tokens);
-  visit("lr", s.lr);
-  visit("warmup", s.warmup);
-  visit("schedule", s.schedule);
-  visit("label_smoothing", s.label_smoothing);
-  visit("clip", s.clip);
-  visit("seed", s.seed);
-  visit("max_steps", s.max_steps);
-  visit("max_minutes", s.max_minutes);
-  visit("eval_every", s.eval_every);
-  visit("eval_sentences", s.eval_sentences);
-  visit("patience", s.patience);
-  visit("beam", s.beam);
-  visit("alpha", s.alpha);
-  visit("bleu_tokenize", s.bleu_tokenize);
-  visit("device", s.device);
+  visit("data", s.data_dir, Resume::fixed);
+  visit("src", s.src, Resume::fixed);
+  visit("tgt", s.tgt, Resume::fixed);
+  visit("max_length", s.max_length, Resume::fixed);
+  visit("preset", s.preset, Resume::fixed);
+  visit("attention", s.attention, Resume::fixed);
+  visit("norm", s.norm, Resume::fixed);
+  visit("layers", s.layers, Resume::fixed);
+  visit("d_model", s.d_model, Resume::fixed);
+  visit("heads", s.heads, Resume::fixed);
+  visit("ffn", s.ffn, Resume::fixed);
+  visit("vocab_size", s.vocab_size, Resume::fixed);
+  visit("dropout", s.dropout, Resume::may_change);
+  visit("attention_dropout", s.attention_dropout, Resume::may_change);
+  visit("ffn_dropout", s.ffn_dropout, Resume::may_change);
+  visit("word_dropout", s.word_dropout, Resume::may_change);
+  visit("batch_tokens", s.batch_tokens, Resume::fixed);
+  visit("lr", s.lr, Resume::may_change);
+  visit("warmup", s.warmup, Resume::may_change);
+  visit("schedule", s.schedule, Resume::may_change);
+  visit("label_smoothing", s.label_smoothing, Resume::may_change);
+  visit("clip", s.clip, Resume::may_change);
+  visit("seed", s.seed, Resume::fixed);
+  visit("max_steps", s.max_steps, Resume::may_change);
+  visit("max_minutes", s.max_minutes, Resume::may_change);
+  visit("eval_every", s.eval_every, Resume::may_change);
+  visit("eval_sentences", s.eval_sentences, Resume::may_change);
+  visit("patience", s.patience, Resume::may_change);
+  visit("beam", s.beam, Resume::may_change);
+  visit("alpha", s.alpha, Resume::may_change);
+  visit("bleu_tokenize", s.bleu_tokenize, Resume::may_change);
+  visit("device", s.device, Resume::may_change);
 }
 
 void read(const JsonFields& f, const char* key, std::string& value) { value = f.string(key); }
@@ -130,14 +135,14 @@ std::string absolute_data_dir(const std::string& dir) {
 
 Json to_json(const RunSettings& s) {
   Json j = Json::object();
-  for_each_setting(s, [&](const char* key, const auto& value) { j[key] = value; });
+  for_each_setting(s, [&](const char* key, const auto& value, Resume) { j[key] = value; });
   j["data"] = absolute_data_dir(s.data_dir);
   return j;
 }
 
 RunSettings from_json(const Json& json, const std::string& source, RunSettings base) {
   const JsonFields fields(json, source);
-  for_each_setting(base, [&](const char* key, auto& value) {
+  for_each_setting(base, [&](const char* key, auto& value, Resume) {
     if (fields.has(key)) read(fields, key, value);
   });
   return base;
@@ -152,9 +157,10 @@ RunSettings load_run_settings(const std::string& options_path) {
 }
 
 bool fixed_on_resume(const std::string& key) {
-  static const char* const kFixed[] = {"data",   "src",     "tgt",   "max_length", "preset",       "attention", "norm",
-                                       "layers", "d_model", "heads", "ffn",        "vocab_size", "batch_tokens", "seed"};
-  return std::find(std::begin(kFixed), std::end(kFixed), key) != std::end(kFixed);
+  bool fixed = false;
+  const RunSettings any;
+  for_each_setting(any, [&](const char* name, const auto&, Resume rule) { fixed = fixed || (key == name && rule == Resume::fixed); });
+  return fixed;
 }
 
 TransformerConfig model_config(const RunSettings& s, int64_t vocab, const std::string& vocabulary_id, double L) {

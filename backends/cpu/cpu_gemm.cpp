@@ -1,4 +1,5 @@
-// Matrix products through OpenBLAS (cblas_sgemm / cblas_dgemm, row-major).
+// Matrix products, batched or not: float32 through the GEMM provider in use (oneDNN or OpenBLAS,
+// cpu_gemm_provider.h), float64 through OpenBLAS (cpu_blas.h).
 #include <limits>
 
 #include "backends/cpu/cpu_backend.h"
@@ -7,14 +8,6 @@
 #include "core/error.h"
 
 namespace qkgrad {
-
-namespace {
-
-// Below this many multiply-adds per matrix, a batch runs one matrix per thread (OpenBLAS runs
-// single-threaded inside an OpenMP parallel region); above it, each GEMM uses every thread.
-constexpr int64_t kSmallGemm = 64 * 64 * 64;
-
-}  // namespace
 
 void CpuBackend::gemm(const GemmSpec& g, const Tensor& a, const Tensor& b, Tensor& c) {
   cpu::dispatch(c.dtype(), [&](auto tag) {
@@ -43,7 +36,7 @@ void CpuBackend::gemm(const GemmSpec& g, const Tensor& a, const Tensor& b, Tenso
     }
     // One multi-threaded GEMM after another: large matrices, or products summed into one C
     // (stride_c == 0), which must be added in order.
-    if (g.batch == 1 || g.m * g.n * g.k >= kSmallGemm || g.stride_c == 0) {
+    if (g.batch == 1 || g.m * g.n * g.k >= cpu::kSmallGemm || g.stride_c == 0) {
       for (int64_t i = 0; i < g.batch; ++i) {
         const double beta = (g.stride_c == 0 && i > 0) ? 1.0 : g.beta;
         cpu::gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, pa + i * g.stride_a,
@@ -51,7 +44,8 @@ void CpuBackend::gemm(const GemmSpec& g, const Tensor& a, const Tensor& b, Tenso
       }
       return;
     }
-    // Many small independent matrices: one per thread.
+    // Many small independent matrices (below cpu::kSmallGemm): one per thread; inside this
+    // parallel region each provider runs single-threaded.
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < g.batch; ++i) {
       cpu::gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, pa + i * g.stride_a,

@@ -21,8 +21,6 @@ namespace qkgrad::cpu {
 
 namespace {
 
-constexpr int64_t kSmallGemm = 64 * 64 * 64;  // multiply-adds; see "one measured exception"
-
 void openblas_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                     const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),

@@ -25,6 +25,10 @@ namespace qkgrad::cpu {
 
 enum class GemmProvider { openblas, onednn };
 
+// A product of fewer multiply-adds than this is small: it is not worth splitting across threads
+// (cpu_gemm.cpp runs a batch of them one per thread; alone, sgemm gives it to OpenBLAS).
+inline constexpr int64_t kSmallGemm = 64 * 64 * 64;
+
 const char* gemm_provider_name(GemmProvider provider);     // "openblas", "onednn"
 std::vector<GemmProvider> available_gemm_providers();      // what this build has
 GemmProvider gemm_provider();                               // the one in use
