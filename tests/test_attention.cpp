@@ -97,6 +97,14 @@ TEST_CASE("fused attention equals the composed reference in value and every grad
       o.causal = true;
       CHECK(fused_vs_composed(make_inputs(2, 5, 5, 8, {}, 3), o) < 1e-10);
     }
+    SECTION("causal over several row blocks (T 70: the CPU kernel's blocks of 32 rows), padding, dropout") {
+      // Key lengths 70, 33 and 0: full rows, rows whose last blocks see the same 33 keys, and
+      // blocks with no visible key at all (empty products).
+      o.causal = true;
+      o.dropout = 0.1;
+      o.key_lengths = {70, 33, 0};
+      CHECK(fused_vs_composed(make_inputs(3, 70, 70, 8, {}, 11), o) < 1e-10);
+    }
     SECTION("one head, d not a multiple of the SIMD width") {
       o.heads = 1;
       CHECK(fused_vs_composed(make_inputs(2, 3, 7, 13, {1}, 4), o) < 1e-10);

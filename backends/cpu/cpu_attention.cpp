@@ -3,11 +3,14 @@
 // The equation numbers (1)–(15) refer to docs/qknorm-attention.md. Work is split over
 // (batch, head) pairs with OpenMP; inside a pair, the products are single-threaded BLAS calls
 // that read the head's columns of the [B, T, H·d] tensors in place (leading dimension H·d): no
-// permute copies. The forward keeps P (before dropout) for the backward, which then needs no
-// exponentials and four GEMMs (the CUDA kernels keep lse instead and recompute P: on the CPU,
-// where memory is plentiful, recomputing would cost two more GEMMs per head). Each thread has its own workspace from the caching allocator.
-// Every (b, h) writes only its own columns of out, dq, dk, dv, so there are no races, and dg is
-// summed from per-(b, h) partials in a fixed order: results are deterministic.
+// permute copies. Each product runs over blocks of query rows and only the keys a block can
+// see (for_each_row_block), so a causal mask skips the masked triangle down to a block's width.
+// The forward keeps P (before dropout) for the backward, which then needs no exponentials and
+// four GEMMs (the CUDA kernels keep lse instead and recompute P: on the CPU, where memory is
+// plentiful, recomputing would cost two more GEMMs per head). Each thread has its own workspace
+// from the caching allocator. Every (b, h) writes only its own columns of out, dq, dk, dv, so
+// there are no races, and dg is summed from per-(b, h) partials in a fixed order: results are
+// deterministic.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -51,6 +54,37 @@ Head head_of(const AttentionSpec& s, int64_t b, int64_t h) {
 int64_t visible_keys(const AttentionSpec& s, const Head& hd, int64_t i) {
   const int64_t end = s.causal ? std::min(hd.key_length, i + s.query_offset + 1) : hd.key_length;
   return std::clamp<int64_t>(end, 0, s.tk);
+}
+
+// The query rows in blocks, each with the keys any of its rows can see (a prefix: visible_keys
+// grows with i). Every product below runs on a block's [rows, keys] only, so a causal mask skips
+// about half the work of a square head (rows of kCausalRows: T = 64 does 62.5%), and padding keys
+// are never multiplied. Without a causal mask every row sees the same keys: one block.
+constexpr int64_t kCausalRows = 32;
+struct RowBlock {
+  int64_t first, rows, keys;
+};
+template <typename F>
+void for_each_row_block(const AttentionSpec& s, const Head& hd, F&& f) {
+  const int64_t step = s.causal ? kCausalRows : std::max<int64_t>(s.tq, 1);
+  for (int64_t first = 0; first < s.tq; first += step) {
+    const int64_t rows = std::min(step, s.tq - first);
+    f(RowBlock{first, rows, visible_keys(s, hd, first + rows - 1)});
+  }
+}
+
+// C = alpha·op(A) op(B) + beta·C with BLAS's meaning kept for empty blocks (a block with no
+// visible key has k = 0, so C = beta·C) without asking every provider to handle them.
+template <typename T>
+void block_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const T* a, int64_t lda,
+                const T* b, int64_t ldb, double beta, T* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0 ? T(0) : static_cast<T>(beta) * c[i * ldc + j];
+    return;
+  }
+  cpu::gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 // The dropout factors z_ij / (1 − p) of (5) for one row i of one (b, h): element j reads the
@@ -161,8 +195,12 @@ void CpuBackend::attention_forward(const AttentionSpec& s, const Tensor& q, cons
         for (int64_t i = 0; i < s.tq; ++i) std::fill(out_h + i * hd.ld, out_h + i * hd.ld + d, T(0));
         continue;
       }
-      // R = q kᵀ [tq, tk] in P's memory, then the masked logits and their softmax (2)–(4).
-      cpu::gemm(false, true, s.tq, s.tk, d, 1.0, Q + hd.q_offset, hd.ld, K + hd.kv_offset, hd.ld, 0.0, P, s.tk);
+      // R = q kᵀ [tq, tk] in P's memory (each block's visible keys), then the masked logits and
+      // their softmax (2)–(4), which zeroes every row beyond its visible keys.
+      for_each_row_block(s, hd, [&](const RowBlock& r) {
+        block_gemm(false, true, r.rows, r.keys, d, 1.0, Q + hd.q_offset + r.first * hd.ld, hd.ld,
+                   K + hd.kv_offset, hd.ld, 0.0, P + r.first * s.tk, s.tk);
+      });
       softmax_of_logits(s, hd, head_g<T>(s, g, h), rq_h, rk_h, P);
       // out = P' v (5)–(6), written straight into the head's columns.
       const T* P_used = P;
@@ -174,7 +212,10 @@ void CpuBackend::attention_forward(const AttentionSpec& s, const Tensor& q, cons
         }
         P_used = Pd;
       }
-      cpu::gemm(false, false, s.tq, d, s.tk, 1.0, P_used, s.tk, V + hd.kv_offset, hd.ld, 0.0, out_h, hd.ld);
+      for_each_row_block(s, hd, [&](const RowBlock& r) {
+        block_gemm(false, false, r.rows, d, r.keys, 1.0, P_used + r.first * s.tk, s.tk, V + hd.kv_offset, hd.ld,
+                   0.0, out_h + r.first * hd.ld, hd.ld);
+      });
     }
   });
 }
@@ -229,43 +270,57 @@ void CpuBackend::attention_backward(const AttentionSpec& s, const Tensor& q, con
         for (int64_t i = 0; i < s.tq; ++i) std::fill(dq_h + i * hd.ld, dq_h + i * hd.ld + d, T(0));
         continue;
       }
-      // dv = P'ᵀ dO (7), with P' = z ⊙ P built in dS (and the factors z/(1 − p) in A) under dropout.
-      const T* P_used = P;
-      if (s.dropout > 0) {  // A holds the factors z/(1 − p) until dP is formed
-        for (int64_t i = 0; i < s.tq; ++i) dropout.row(b, h, i, A + i * s.tk);
-        for (int64_t k = 0; k < tile; ++k) dS[k] = A[k] * P[k];  // P' in dS for the dv product
-        P_used = dS;
-      }
-      cpu::gemm(true, false, s.tk, d, s.tq, 1.0, P_used, s.tk, do_h, hd.ld, 0.0, dV + hd.kv_offset, hd.ld);
-      // dP' = dO vᵀ (8), then dP = z ⊙ dP' (9) with the factors still in A.
-      cpu::gemm(false, true, s.tq, s.tk, d, 1.0, do_h, hd.ld, v_h, hd.ld, 0.0, dS, s.tk);
-      if (s.dropout > 0) {
-        for (int64_t k = 0; k < tile; ++k) dS[k] *= A[k];
-      }
-      // dS = P ⊙ (dP − D), with D_i = dO_i · O_i (10)–(11).
-      for (int64_t i = 0; i < s.tq; ++i) {
-        T D = 0;
-#pragma omp simd reduction(+ : D)
-        for (int64_t c = 0; c < d; ++c) D += do_h[i * hd.ld + c] * o_h[i * hd.ld + c];
-        T* row = dS + i * s.tk;
-        const T* p_row = P + i * s.tk;
-#pragma omp simd
-        for (int64_t j = 0; j < s.tk; ++j) row[j] = p_row[j] * (row[j] - D);
-      }
-      if (!s.qknorm) {  // (15): dq = scale dS k, dk = scale dSᵀ q, straight into the outputs
-        cpu::gemm(false, false, s.tq, d, s.tk, s.scale, dS, s.tk, k_h, hd.ld, 0.0, dq_h, hd.ld);
-        cpu::gemm(true, false, s.tk, d, s.tq, s.scale, dS, s.tk, q_h, hd.ld, 0.0, dk_h, hd.ld);
-        continue;
-      }
       const T gh = head_g<T>(s, g, h);
-      // U_i = Σ_j dS_ij k̂_j (13, without g): scale dS's columns by rk, one GEMM.
-      for (int64_t i = 0; i < s.tq; ++i)
-        for (int64_t j = 0; j < s.tk; ++j) A[i * s.tk + j] = dS[i * s.tk + j] * rk_h[j];
-      cpu::gemm(false, false, s.tq, d, s.tk, 1.0, A, s.tk, k_h, hd.ld, 0.0, U, d);
-      // V_j = Σ_i dS_ij q̂_i (13, without g): scale dS's rows by rq, one GEMM.
-      for (int64_t i = 0; i < s.tq; ++i)
-        for (int64_t j = 0; j < s.tk; ++j) A[i * s.tk + j] = dS[i * s.tk + j] * rq_h[i];
-      cpu::gemm(true, false, s.tk, d, s.tq, 1.0, A, s.tk, q_h, hd.ld, 0.0, Vh, d);
+      if (s.qknorm) std::fill(Vh, Vh + s.tk * d, T(0));  // summed over the row blocks
+      for_each_row_block(s, hd, [&](const RowBlock& r) {
+        const int64_t n = r.keys, first = r.first;
+        const T* P_r = P + first * s.tk;  // this block's rows of P, A and dS: [rows, tk], n used
+        T* A_r = A + first * s.tk;
+        T* dS_r = dS + first * s.tk;
+        const T* q_r = q_h + first * hd.ld;
+        const T* do_r = do_h + first * hd.ld;
+        // dv += P'ᵀ dO (7), with P' = z ⊙ P built in dS (and the factors z/(1 − p) in A) under dropout.
+        const T* P_used = P_r;
+        if (s.dropout > 0) {  // A holds the factors z/(1 − p) until dP is formed
+          for (int64_t i = 0; i < r.rows; ++i) {
+            dropout.row(b, h, first + i, A_r + i * s.tk);
+            for (int64_t j = 0; j < n; ++j) dS_r[i * s.tk + j] = A_r[i * s.tk + j] * P_r[i * s.tk + j];
+          }
+          P_used = dS_r;
+        }
+        block_gemm(true, false, n, d, r.rows, 1.0, P_used, s.tk, do_r, hd.ld, 1.0, dV + hd.kv_offset, hd.ld);
+        // dP' = dO vᵀ (8), then dP = z ⊙ dP' (9) with the factors still in A.
+        block_gemm(false, true, r.rows, n, d, 1.0, do_r, hd.ld, v_h, hd.ld, 0.0, dS_r, s.tk);
+        if (s.dropout > 0) {
+          for (int64_t i = 0; i < r.rows; ++i)
+            for (int64_t j = 0; j < n; ++j) dS_r[i * s.tk + j] *= A_r[i * s.tk + j];
+        }
+        // dS = P ⊙ (dP − D), with D_i = dO_i · O_i (10)–(11).
+        for (int64_t i = 0; i < r.rows; ++i) {
+          const int64_t row_i = first + i;
+          T D = 0;
+#pragma omp simd reduction(+ : D)
+          for (int64_t c = 0; c < d; ++c) D += do_h[row_i * hd.ld + c] * o_h[row_i * hd.ld + c];
+          T* row = dS_r + i * s.tk;
+          const T* p_row = P_r + i * s.tk;
+#pragma omp simd
+          for (int64_t j = 0; j < n; ++j) row[j] = p_row[j] * (row[j] - D);
+        }
+        if (!s.qknorm) {  // (15): dq = scale dS k, dk += scale dSᵀ q, straight into the outputs
+          block_gemm(false, false, r.rows, d, n, s.scale, dS_r, s.tk, k_h, hd.ld, 0.0, dq_h + first * hd.ld, hd.ld);
+          block_gemm(true, false, n, d, r.rows, s.scale, dS_r, s.tk, q_r, hd.ld, 1.0, dk_h, hd.ld);
+          return;
+        }
+        // U_i = Σ_j dS_ij k̂_j (13, without g): scale dS's columns by rk, one GEMM.
+        for (int64_t i = 0; i < r.rows; ++i)
+          for (int64_t j = 0; j < n; ++j) A_r[i * s.tk + j] = dS_r[i * s.tk + j] * rk_h[j];
+        block_gemm(false, false, r.rows, d, n, 1.0, A_r, s.tk, k_h, hd.ld, 0.0, U + first * d, d);
+        // V_j += Σ_i dS_ij q̂_i (13, without g): scale dS's rows by rq, one GEMM.
+        for (int64_t i = 0; i < r.rows; ++i)
+          for (int64_t j = 0; j < n; ++j) A_r[i * s.tk + j] = dS_r[i * s.tk + j] * rq_h[first + i];
+        block_gemm(true, false, n, d, r.rows, 1.0, A_r, s.tk, q_r, hd.ld, 1.0, Vh, d);
+      });
+      if (!s.qknorm) continue;
       // dg (12): Σ_ij dS_ij q̂_i·k̂_j = Σ_i q̂_i · U_i, no [tq, tk] pass needed.
       double dg_sum = 0;
       for (int64_t i = 0; i < s.tq; ++i)
