@@ -180,13 +180,33 @@ std::string Args::value_of(int argc, char** argv, int first, const std::string& 
   std::string value = fallback;
   lenient.add_option("--" + name, value)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   std::vector<const char*> args = {"value_of"};
-  for (int i = first; i < argc; ++i) args.push_back(argv[i]);
+  for (int i = first; i < argc; ++i) {
+    // "--NAME --other": parse() refuses it (a value is never the next option); so does this pass.
+    if (argv[i] == "--" + name && (i + 1 >= argc || argv[i + 1][0] == '-')) return fallback;
+    args.push_back(argv[i]);
+  }
   try {
     lenient.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::ParseError&) {
     return fallback;  // e.g. --NAME without a value: parse() reports it
   }
   return value;
+}
+
+bool Args::has_flag(int argc, char** argv, int first, const std::string& name) {
+  CLI::App lenient;
+  lenient.set_help_flag();
+  lenient.allow_extras();
+  bool given = false;
+  lenient.add_flag("--" + name, given);
+  std::vector<const char*> args = {"has_flag"};
+  for (int i = first; i < argc; ++i) args.push_back(argv[i]);
+  try {
+    lenient.parse(static_cast<int>(args.size()), args.data());
+  } catch (const CLI::ParseError&) {
+    return false;  // e.g. --NAME=value: parse() reports it
+  }
+  return given;
 }
 
 }  // namespace qkgrad

@@ -72,6 +72,8 @@ class Args {
   // first pass (other options, --help and errors are left to parse()), for an option whose
   // value decides the defaults of the others (train's --preset).
   static std::string value_of(int argc, char** argv, int first, const std::string& name, const std::string& fallback);
+  // Whether the flag --NAME is in argv[first..], in the same lenient way.
+  static bool has_flag(int argc, char** argv, int first, const std::string& name);
 
   // Parses argv[first..]; returns false after printing the help for --help. Throws
   // UsageError ("PROGRAM: --beam: must be between 1 and 64, got 0 (see --help)"). An

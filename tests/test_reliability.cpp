@@ -474,7 +474,7 @@ TEST_CASE("reliability: command-line values out of range are usage errors (statu
       {{"train", "--data", data, "--run", run, "--d-model", "30", "--heads", "4"},
        "the model width (--d-model, 30) must be divisible by the number of heads (--heads, 4)"},
       {{"train", "--data", data, "--run", run, "extra"}, "The following argument was not expected: extra (see --help)"},
-      {{"train", "--run", run}, "--data is required (see --help)"},
+      {{"train", "--run", run}, "--data is required for a new run"},
       {{"train", "--data", data, "--run", run, "--colour", "blue"}, "were not expected: blue --colour (see --help)"},
   };
   for (const auto& [args, message] : cases) {

@@ -116,3 +116,38 @@ TEST_CASE("settings: what a resume must keep, and the model derived in one place
   CHECK(c.seed == 9);
   CHECK(model_config(s, 1234, "", 1.0).qknorm_length == 2.0);  // L >= 2, so that g0 = log2(L² − L) is defined
 }
+
+TEST_CASE("settings: a config file reads back to the settings it was dumped from; values are checked as flags are",
+          "[settings]") {
+  TempDir tmp;
+  RunSettings s = preset_settings("demo");
+  s.data_dir = "/data/with \"quotes\" and spaces";
+  s.lr = 1.0 / 3.0;
+  s.seed = (int64_t{1} << 62) - 1;
+  s.bleu_tokenize = "none";
+  write(tmp / "c.toml", to_config_text(s));
+  const RunSettings back = from_json(read_config_file(tmp / "c.toml"), tmp / "c.toml", preset_settings("tiny"));
+  CHECK(to_json(back) == to_json(s));
+  CHECK(back.lr == s.lr);  // exact
+  CHECK(back.seed == s.seed);
+
+  // Only the keys the file gives: the others keep the base's values.
+  write(tmp / "part.toml", "layers = 5\n");
+  const Json part = read_config_file(tmp / "part.toml");
+  CHECK(part == Json{{"layers", 5}});
+  CHECK(from_json(part, "part.toml", preset_settings("paper")).d_model == 512);
+
+  // A JSON settings file may not hold keys that are no setting.
+  write(tmp / "c.json", R"({"layers": 2, "colour": "blue"})");
+  CHECK_THROWS_WITH(read_config_file(tmp / "c.json"), Contains("c.json: unknown setting 'colour'"));
+
+  // The ranges and choices are those of the flags, from one table.
+  CHECK(allowed_values("layers").min == 1);
+  CHECK(allowed_values("layers").max == 64);
+  CHECK(allowed_values("schedule").choices == std::vector<std::string>{"plateau", "cosine", "inverse_sqrt"});
+  s.heads = 0;
+  CHECK_THROWS_WITH(check_settings(s, "x.json"), Equals("x.json: 'heads' must be between 1 and 256, got 0"));
+  s.heads = 4;
+  s.norm = "rms";
+  CHECK_THROWS_WITH(check_settings(s, ""), Equals("'norm' must be one of layer_norm, scale_norm, got \"rms\""));
+}

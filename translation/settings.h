@@ -68,6 +68,29 @@ RunSettings from_json(const Json& json, const std::string& source, RunSettings b
 // file lacks keep that preset's values). Errors name the file.
 RunSettings load_run_settings(const std::string& options_path);
 
+// `train --config FILE`: a settings file with the keys of options.json. TOML (`key = value`
+// lines, `#` comments; read by CLI11's TOML reader), or, for a FILE ending in .json, an
+// options.json (so `--config runs/old/options.json` repeats a run). The result is a JSON object
+// of the keys the file gives, each of its setting's kind; an unknown key, a section, a list or a
+// value of the wrong kind is an error naming FILE:LINE and the key. Apply it with from_json.
+Json read_config_file(const std::string& path);
+
+// The settings as a config file that read_config_file reads back to the same settings (`train
+// --dump-config`).
+std::string to_config_text(const RunSettings& s);
+
+// What a setting allows: numbers in [min, max], or strings among `choices` (empty: any).
+struct Allowed {
+  double min = 0, max = 0;
+  std::vector<std::string> choices;
+};
+Allowed allowed_values(const std::string& key);  // of a key of options.json
+
+// Throws naming `source` (a file, or "" for flags), the key and what it allows when a setting
+// is out of its range or not one of its choices (from_json calls it: options.json and config
+// files are checked like the flags).
+void check_settings(const RunSettings& s, const std::string& source);
+
 // The keys a resumed run must keep: they define the model, the data and their order. The others
 // (the recipe, the budgets, evaluation, the device) may change on --resume.
 bool fixed_on_resume(const std::string& key);

@@ -60,10 +60,9 @@ std::string clock_text(double seconds) {
 
 // Checked first, before anything is read or written: a usage error (exit 2) creates no run
 // directory. Returns the device (--device cuda without CUDA support, or without a GPU, is one).
-Device check_settings(const RunSettings& s) {
+Device check_train_settings(const RunSettings& s) {
   const Device device = parse_device("qkgrad-translate train", s.device);
-  QKGRAD_CHECK(s.schedule == "plateau" || s.schedule == "cosine" || s.schedule == "inverse_sqrt",
-               "train: unknown schedule '", s.schedule, "'");
+  check_settings(s, "train");  // each setting's range or choices (translation/settings.cpp)
   // The model's shape is checked now, before anything is written or trained: a bad combination
   // of sizes is a usage error, not a failure after the subwords have been trained.
   if (s.d_model % s.heads != 0) {
@@ -477,6 +476,7 @@ class TrainingRun {
                    " does not exist; nothing to resume (drop --resume to start)");
       lock_.emplace(run_);
       check_resumed_options(run_, to_json(settings_));
+      store_resume_changes();
       return;
     }
     cleanup_.emplace(run_);  // notes what exists before anything is created
@@ -572,6 +572,23 @@ class TrainingRun {
                      : std::string("nothing was saved; run the same command to start again");
   }
   void check_signal(const std::string& doing) const { StopSignals::throw_if_received(doing, before_the_loop()); }
+
+  // The settings this resume changes (flags or --config given with --resume) are printed and
+  // stored in options.json, so that the next plain `train --run R --resume` keeps them.
+  void store_resume_changes() {
+    const Json saved = to_json(load_run_settings(run_.options()));
+    const Json now = to_json(settings_);
+    std::string changes;
+    for (const auto& item : now.items()) {
+      if (saved.contains(item.key()) && saved.at(item.key()) == item.value()) continue;
+      changes += cat(changes.empty() ? "" : ", ", item.key(), " ",
+                     saved.contains(item.key()) ? saved.at(item.key()).dump() : "(unset)", " -> ", item.value().dump());
+    }
+    if (changes.empty()) return;
+    progress_.message(cat("resume changes ", changes, " (stored in ", run_.options(), ")"));
+    const std::string text = dump_json(now, 2) + "\n";
+    write_file_atomically(run_.options(), [&](std::FILE* f) { std::fputs(text.c_str(), f); });
+  }
 
   void write_new_run_files() {
     remove_attempt_leftovers(run_, to_json(settings_), progress_);
@@ -874,7 +891,7 @@ class TrainingRun {
 }  // namespace
 
 int train(const TrainOptions& options) {
-  const Device device = check_settings(options.settings);
+  const Device device = check_train_settings(options.settings);
   QKGRAD_CHECK(!options.run_dir.empty(), "train: --run is required");
   if (options.threads > 0) set_num_threads(static_cast<int>(options.threads));
   StopSignals stop_signals;  // from here on SIGINT, SIGTERM and SIGHUP stop the run cleanly

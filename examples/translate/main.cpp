@@ -20,6 +20,7 @@
 #include <iostream>
 #include <iterator>
 #include <string>
+#include <type_traits>
 
 #include "cli/args.h"
 #include "core/autograd.h"
@@ -110,47 +111,87 @@ int cmd_prepare_bible(int argc, char** argv) {
   return 0;
 }
 
+// What train's flags change, in this order: a resumed run's options.json, or else the preset
+// (--preset, else the one --config names, else small); then --config's values. (A lenient
+// first pass reads --run, --resume, --config and --preset; the full pass checks them.)
+RunSettings train_base_settings(int argc, char** argv) {
+  const std::string run = Args::value_of(argc, argv, 2, "run", "");
+  const std::string config = Args::value_of(argc, argv, 2, "config", "");
+  const Json file = config.empty() ? Json::object() : read_config_file(config);
+  RunSettings s;
+  if (Args::has_flag(argc, argv, 2, "resume") && !run.empty()) {
+    const RunDir rd{run};
+    QKGRAD_CHECK(std::filesystem::exists(rd.options()), "train --resume: ", rd.options(), " does not exist, so ", run,
+                 " is not a training run; drop --resume to start one");
+    s = load_run_settings(rd.options());
+  } else {
+    const std::string named = file.contains("preset") ? file.at("preset").get<std::string>() : "small";
+    const std::string preset = Args::value_of(argc, argv, 2, "preset", named);
+    s = preset_settings(is_preset(preset) ? preset : "small");  // an unknown one: the full pass says so
+  }
+  return from_json(file, config, s);
+}
+
 int cmd_train(int argc, char** argv) {
   TrainOptions o;
-  // The flags change the preset's values, which --help shows (a first, lenient pass finds --preset).
-  const std::string preset = Args::value_of(argc, argv, 2, "preset", "small");
-  o.settings = preset_settings(is_preset(preset) ? preset : "small");  // an unknown one: the full pass says so
+  o.settings = train_base_settings(argc, argv);
   RunSettings& s = o.settings;
+  std::string config;
+  bool dump_config = false;
   Args args("qkgrad-translate train",
             "Trains a joint SentencePiece model (unless RUNDIR has one) and an encoder-decoder Transformer on\n"
             "DATA/train.{SRC,TGT}, evaluating dev BLEU on DATA/dev.{SRC,TGT}; keeps RUNDIR/checkpoints/{best,last}.\n"
+            "Settings come from the preset, then --config, then the flags (--help shows the result as defaults).\n"
+            "`train --run R --resume` continues R with its options.json; flags given with it change those\n"
+            "settings that may change (printed, and stored for the next resume) and are refused for the others.\n"
             "Ctrl-C, SIGTERM or SIGHUP saves a resumable checkpoint; --resume continues exactly (a finished run\n"
             "says so and exits 0). One process per run directory: a second one is refused.");
-  args.option("data", "directory with train/dev/test.{SRC,TGT}", &s.data_dir, true);
+  args.option("config", "settings file: TOML with the keys of options.json (see --dump-config), or a run's options.json",
+              &config);
+  args.flag("dump-config", "print the resolved settings in --config's form and exit", &dump_config);
+  args.option("data", "directory with train/dev/test.{SRC,TGT} (required for a new run)", &s.data_dir);
   args.option("src", "source language suffix", &s.src);
   args.option("tgt", "target language suffix", &s.tgt);
-  args.option("run", "run directory (created)", &o.run_dir, true);
-  args.choice("attn", "attention", &s.attention, {"qknorm", "scaled_dot"});
-  args.choice("norm", "normalisation", &s.norm, {"layer_norm", "scale_norm"});
-  args.choice("preset", "model size and recipe (the defaults below are its values)", &s.preset, kPresets);
-  args.option("max-minutes", "time budget: training minutes of the run, resumes included (0: none)", &s.max_minutes, 0, 1e7);
-  args.option("max-steps", "step budget", &s.max_steps, 1, int64_t{1} << 40);
-  args.option("seed", "seed for subwords, initialisation, dropout and data order", &s.seed, 0, int64_t{1} << 62);
-  args.option("layers", "encoder and decoder layers", &s.layers, 1, 64);
-  args.option("d-model", "model width", &s.d_model, 2, 16384);
-  args.option("heads", "attention heads", &s.heads, 1, 256);
-  args.option("ffn", "feed-forward width", &s.ffn, 1, 65536);
+  args.option("run", "run directory (created; required unless --dump-config)", &o.run_dir);
+  // A setting's flag: its range or choices are those of its key in the settings table.
+  auto setting = [&](const std::string& flag, const char* key, const std::string& help, auto* target) {
+    const Allowed allowed = allowed_values(key);
+    using T = std::remove_pointer_t<decltype(target)>;
+    if constexpr (std::is_same_v<T, std::string>) {
+      return args.choice(flag, help, target, allowed.choices);
+    } else if constexpr (std::is_same_v<T, double>) {
+      return args.option(flag, help, target, allowed.min, allowed.max);
+    } else {
+      return args.option(flag, help, target, static_cast<int64_t>(allowed.min), static_cast<int64_t>(allowed.max));
+    }
+  };
+  setting("attn", "attention", "attention", &s.attention);
+  setting("norm", "norm", "normalisation", &s.norm);
+  setting("preset", "preset", "model size and recipe (the defaults below are its values)", &s.preset);
+  setting("max-minutes", "max_minutes", "time budget: training minutes of the run, resumes included (0: none)", &s.max_minutes);
+  setting("max-steps", "max_steps", "step budget", &s.max_steps);
+  setting("seed", "seed", "seed for subwords, initialisation, dropout and data order", &s.seed);
+  setting("layers", "layers", "encoder and decoder layers", &s.layers);
+  setting("d-model", "d_model", "model width", &s.d_model);
+  setting("heads", "heads", "attention heads", &s.heads);
+  setting("ffn", "ffn", "feed-forward width", &s.ffn);
+  const Allowed rate = allowed_values("dropout");
   args.option("dropout", "every dropout rate at once (residual, attention, feed-forward, word)", s.dropout,
-              [&](double p) { s.dropout = s.attention_dropout = s.ffn_dropout = s.word_dropout = p; }, 0, 0.99);
-  args.option("vocab-size", "subword vocabulary size", &s.vocab_size, 8, 1000000);
-  args.option("batch-tokens", "padded tokens per batch", &s.batch_tokens, 16, 10000000);
-  args.option("lr", "peak learning rate", &s.lr, 1e-9, 10);
-  args.option("warmup", "warmup steps", &s.warmup, 0, int64_t{1} << 40);
-  args.choice("schedule", "learning-rate schedule after warmup: plateau = flat, x0.8 when dev BLEU stalls 3 times (the paper); cosine = decay to 0 at --max-steps", &s.schedule, {"plateau", "cosine", "inverse_sqrt"});
-  args.option("eval-every", "steps between dev evaluations", &s.eval_every, 1, int64_t{1} << 40);
-  args.option("eval-sentences", "dev sentences translated at each evaluation (0: all)", &s.eval_sentences, 0, int64_t{1} << 40);
-  args.option("patience", "stop after this many evaluations without a better dev BLEU", &s.patience, 1, 1000000);
-  args.option("label-smoothing", "label smoothing epsilon", &s.label_smoothing, 0, 1);
-  args.option("clip", "global gradient-norm clip", &s.clip, 1e-6, 1e6);
-  args.option("beam", "beam size for dev BLEU", &s.beam, 1, 64);
-  args.option("alpha", "length penalty for dev BLEU", &s.alpha, 0, 10);
-  args.option("max-length", "drop training pairs longer than this many subwords", &s.max_length, 1, 100000);
-  args.choice("bleu-tokenize", "BLEU tokenisation (none for pre-tokenised data)", &s.bleu_tokenize, {"13a", "none"});
+              [&](double p) { s.dropout = s.attention_dropout = s.ffn_dropout = s.word_dropout = p; }, rate.min, rate.max);
+  setting("vocab-size", "vocab_size", "subword vocabulary size", &s.vocab_size);
+  setting("batch-tokens", "batch_tokens", "padded tokens per batch", &s.batch_tokens);
+  setting("lr", "lr", "peak learning rate", &s.lr);
+  setting("warmup", "warmup", "warmup steps", &s.warmup);
+  setting("schedule", "schedule", "learning-rate schedule after warmup: plateau = flat, x0.8 when dev BLEU stalls 3 times (the paper); cosine = decay to 0 at --max-steps", &s.schedule);
+  setting("eval-every", "eval_every", "steps between dev evaluations", &s.eval_every);
+  setting("eval-sentences", "eval_sentences", "dev sentences translated at each evaluation (0: all)", &s.eval_sentences);
+  setting("patience", "patience", "stop after this many evaluations without a better dev BLEU", &s.patience);
+  setting("label-smoothing", "label_smoothing", "label smoothing epsilon", &s.label_smoothing);
+  setting("clip", "clip", "global gradient-norm clip", &s.clip);
+  setting("beam", "beam", "beam size for dev BLEU", &s.beam);
+  setting("alpha", "alpha", "length penalty for dev BLEU", &s.alpha);
+  setting("max-length", "max_length", "drop training pairs longer than this many subwords", &s.max_length);
+  setting("bleu-tokenize", "bleu_tokenize", "BLEU tokenisation (none for pre-tokenised data)", &s.bleu_tokenize);
   args.choice("device", kDeviceHelp, &s.device, kDeviceChoices);
   args.option("threads", "CPU threads (default: all)", &o.threads, 1, 4096);
   args.option("save-every", "also save RUNDIR/checkpoints/last every N steps (0: at evaluations only)", &o.save_every, 0,
@@ -159,6 +200,14 @@ int cmd_train(int argc, char** argv) {
   args.option("inject-nan-at-step", "testing: pretend the loss of this step is NaN", &o.inject_nan_at_step, 0, int64_t{1} << 40);
   args.choice("on-nan", "a non-finite loss or gradient: stop (after saving the last good state) or skip the batch", &o.on_nan, {"stop", "skip"});
   if (!args.parse(argc, argv, 2)) return 0;
+  if (dump_config) {
+    std::fputs(to_config_text(s).c_str(), stdout);
+    return 0;
+  }
+  if (o.run_dir.empty()) throw UsageError("qkgrad-translate train: --run is required (see --help)");
+  if (s.data_dir.empty()) {
+    throw UsageError("qkgrad-translate train: --data is required for a new run (or data = \"DIR\" in --config; see --help)");
+  }
   return train(o);
 }
 

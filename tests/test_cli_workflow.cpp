@@ -1,0 +1,115 @@
+// qkgrad-translate's workflow as Marian, fairseq and OpenNMT users expect it (issue 20), one
+// test per item: resuming by run directory alone, config files and --dump-config.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <string>
+
+#include "cli_helpers.h"
+#include "io/checkpoint.h"
+#include "io/json.h"
+
+namespace fs = std::filesystem;
+using namespace qkgrad::test_cli;
+using Catch::Matchers::Contains;
+
+namespace {
+
+int64_t last_step(const std::string& run) { return qkgrad::load_trainer_state(run + "/checkpoints/last").get_int("step"); }
+
+qkgrad::Json options_of(const std::string& run) {
+  return qkgrad::parse_json(read(run + "/options.json"), run + "/options.json");
+}
+
+}  // namespace
+
+TEST_CASE("workflow: train --run R --resume alone continues; flags with it change only what may change",
+          "[cli][workflow]") {
+  TempDir tmp;
+  write_corpus(tmp.path, 200);
+  const std::string run_dir = tmp / "run";
+  Result r = run("train --data " + tmp.path + " --run " + run_dir +
+                 " --preset tiny --vocab-size 30 --max-steps 6 --eval-every 100000 --threads 1");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  REQUIRE(last_step(run_dir) == 6);
+
+  // Nothing retyped: options.json is the run's settings. A finished run says so.
+  r = run("train --run " + run_dir + " --resume");
+  CHECK(r.status == 0);
+  CHECK_THAT(r.output, Contains("is finished") && Contains("--max-steps 6"));
+
+  // A budget given with --resume is printed, stored, and kept by the next plain resume.
+  r = run("train --run " + run_dir + " --resume --max-steps 9 --lr 0.002 --threads 1");
+  CHECK(r.status == 0);
+  CHECK_THAT(r.output, Contains("resume changes lr 0.001 -> 0.002, max_steps 6 -> 9"));
+  CHECK(last_step(run_dir) == 9);
+  CHECK(options_of(run_dir).at("max_steps") == 9);
+  CHECK(options_of(run_dir).at("lr") == 0.002);
+  r = run("train --run " + run_dir + " --resume");
+  CHECK_THAT(r.output, Contains("is finished") && Contains("--max-steps 9"));
+
+  // What defines the model or the data is refused, naming the key; nothing changes.
+  const std::string before = read(run_dir + "/options.json");
+  r = run("train --run " + run_dir + " --resume --layers 2");
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output, Contains("says layers = 1 but now it is 2"));
+  r = run("train --run " + run_dir + " --resume --data " + tmp / "elsewhere");
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output, Contains("says data = "));
+  CHECK(read(run_dir + "/options.json") == before);
+
+  // A directory that is not a run.
+  r = run("train --run " + tmp / "nothing" + " --resume");
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output, Contains("options.json does not exist") && Contains("drop --resume to start one"));
+  CHECK_FALSE(fs::exists(tmp / "nothing"));
+}
+
+TEST_CASE("workflow: --config FILE (TOML or options.json) with the keys of options.json; --dump-config prints them",
+          "[cli][workflow]") {
+  TempDir tmp;
+  write_corpus(tmp.path, 200);
+  // The flags win over the file, the file over the preset it names.
+  write(tmp / "c.toml", "# a small experiment\npreset = \"tiny\"\ndata = \"" + tmp.path +
+                            "\"\nvocab_size = 30\nmax_steps = 4\neval_every = 100000\nlr = 0.003\nschedule = 'cosine'\n");
+  Result r = run("train --config " + tmp / "c.toml" + " --dump-config --lr 0.004");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.output, Contains("preset = \"tiny\"") && Contains("d_model = 32") && Contains("lr = 0.004") &&
+                           Contains("schedule = \"cosine\"") && Contains("max_steps = 4"));
+  write(tmp / "dumped.toml", r.output);
+
+  // The dumped file trains the same run as the flags would.
+  r = run("train --config " + tmp / "dumped.toml" + " --run " + tmp / "a" + " --threads 1");
+  REQUIRE(r.status == 0);
+  CHECK(last_step(tmp / "a") == 4);
+  CHECK(options_of(tmp / "a").at("lr") == 0.004);
+  // A run's own options.json is a config too: the same settings again.
+  r = run("train --config " + tmp / "a/options.json" + " --run " + tmp / "b" + " --threads 1");
+  REQUIRE(r.status == 0);
+  CHECK(options_of(tmp / "b") == options_of(tmp / "a"));
+
+  // Errors name the file, the line and the key; nothing is created.
+  const auto refused = [&](const std::string& text, const std::string& message) {
+    write(tmp / "bad.toml", text);
+    const Result bad = run("train --config " + tmp / "bad.toml" + " --run " + tmp / "bad" + " --data " + tmp.path);
+    INFO(bad.output);
+    CHECK(bad.status == 1);
+    CHECK_THAT(bad.output, Contains(tmp / "bad.toml" + message));
+    CHECK_FALSE(fs::exists(tmp / "bad"));
+  };
+  refused("# ok\nlayers = 2\nwidth = 3\n", ":3: unknown setting 'width'");
+  refused("lr = fast\n", ":1: 'lr' must be a finite number, got 'fast'");
+  refused("layers = 2.5\n", ":1: 'layers' must be an integer, got '2.5'");
+  refused("[model]\nlayers = 2\n", ":2: 'layers' is in the section [model]");
+  refused("layers = 0\n", ": 'layers' must be between 1 and 64, got 0");
+  refused("attention = \"qk\"\n", ": 'attention' must be one of qknorm, scaled_dot, got \"qk\"");
+  r = run("train --config " + tmp / "missing.toml" + " --run " + tmp / "bad");
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output, Contains("--config " + tmp / "missing.toml" + ": no such file"));
+  // Without --data (nor data in the file), a new run is a usage error.
+  r = run("train --run " + tmp / "bad");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.output, Contains("--data is required for a new run"));
+}
