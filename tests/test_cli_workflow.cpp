@@ -1,7 +1,9 @@
 // qkgrad-translate's workflow as Marian, fairseq and OpenNMT users expect it (issue 20), one
-// test per item: resuming by run directory alone, config files and --dump-config.
+// test per item: resuming by run directory alone, config files and --dump-config; the
+// tokeniser a run remembers and the signatures of scores; one output line per input line.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
@@ -112,4 +114,87 @@ TEST_CASE("workflow: --config FILE (TOML or options.json) with the keys of optio
   r = run("train --run " + tmp / "bad");
   CHECK(r.status == 2);
   CHECK_THAT(r.output, Contains("--data is required for a new run"));
+}
+
+TEST_CASE("workflow: the run remembers its BLEU tokeniser; bleu and eval print sacreBLEU-style signatures",
+          "[cli][workflow]") {
+  TempDir tmp;
+  write_corpus(tmp.path, 200);
+  Result r = run("train --data " + tmp.path + " --run " + tmp / "run" +
+                 " --preset tiny --vocab-size 30 --max-steps 4 --eval-every 100000 --threads 1 --bleu-tokenize none");
+  REQUIRE(r.status == 0);
+  CHECK(options_of(tmp / "run").at("bleu_tokenize") == "none");
+  // eval scores with the run's tokeniser unless told otherwise, and says which.
+  r = run("eval --run " + tmp / "run" + " --beam 1");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.output, Contains("BLEU = ") && Contains("chrF = ") &&
+                           Contains("BLEU signature: nrefs:1|case:mixed|eff:no|tok:none|smooth:exp|version:qkgrad-") &&
+                           Contains("chrF signature: nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:qkgrad-"));
+  r = run("eval --run " + tmp / "run" + " --beam 1 --tokenize 13a");
+  CHECK_THAT(r.output, Contains("|tok:13a|"));
+
+  // 13a on text that looks tokenised (over 100 lines ending in " ."): sacreBLEU's warning.
+  std::string tokenised, detokenised;
+  for (int i = 0; i < 120; ++i) {
+    tokenised += "the cat sat on the mat number " + std::to_string(i) + " .\n";
+    detokenised += "the cat sat on the mat number " + std::to_string(i) + ".\n";
+  }
+  write(tmp / "tok.txt", tokenised);
+  write(tmp / "detok.txt", detokenised);
+  r = run("bleu --ref " + tmp / "tok.txt" + " --hyp " + tmp / "tok.txt");
+  CHECK(r.status == 0);
+  CHECK_THAT(r.output, Contains("warning: 120 lines end in a tokenised period") && Contains("|tok:13a|"));
+  r = run("bleu --ref " + tmp / "tok.txt" + " --hyp " + tmp / "tok.txt" + " --tokenize none");
+  CHECK_THAT(r.output, !Contains("warning") && Contains("|tok:none|"));
+  r = run("bleu --ref " + tmp / "detok.txt" + " --hyp " + tmp / "detok.txt");
+  CHECK_THAT(r.output, !Contains("warning"));
+}
+
+TEST_CASE("workflow: eval and translate answer every input line; over-long lines are cropped and counted",
+          "[cli][workflow]") {
+  TempDir tmp;
+  write_corpus(tmp.path, 200);
+  Result r = run("train --data " + tmp.path + " --run " + tmp / "run" +
+                 " --preset tiny --vocab-size 30 --max-steps 4 --eval-every 100000 --threads 1");
+  REQUIRE(r.status == 0);
+  // A test set with an empty source line and an over-long one: 10 lines in, 10 out, all scored.
+  std::string src, ref, long_line;
+  for (int i = 0; i < 300; ++i) long_line += "uno dos ";
+  for (int i = 0; i < 10; ++i) {
+    src += i == 3 ? "\n" : i == 6 ? long_line + "\n" : "uno dos\n";
+    ref += "one two\n";
+  }
+  fs::create_directories(tmp / "t");
+  write(tmp / "t/test.es", src);
+  write(tmp / "t/test.en", ref);
+  r = run("eval --run " + tmp / "run" + " --data " + tmp / "t" + " --beam 1 --max-length 40");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.output, Contains("/run/checkpoints/best (10 sentences, beam 1)") &&
+                           Contains("cropped 1 line longer than --max-length 40 subwords") &&
+                           Contains(tmp / "t/test.es" + ":7)") && Contains("ref_len = 20)"));
+  const std::string hyp = read(tmp / "run/test.hyp");
+  CHECK(std::count(hyp.begin(), hyp.end(), '\n') == 10);
+  // The hypothesis file scores the same with bleu.
+  const Result again = run("bleu --ref " + tmp / "t/test.en" + " --hyp " + tmp / "run/test.hyp");
+  CHECK_THAT(r.output, Contains(again.output.substr(0, again.output.find('\n'))));
+
+  // translate: empty in, empty out; one line per input line.
+  write(tmp / "in.txt", "uno\n\n   \ndos tres\n");
+  r = run("translate --run " + tmp / "run" + " --input " + tmp / "in.txt" + " --output " + tmp / "out.txt" + " --beam 1");
+  REQUIRE(r.status == 0);
+  const std::string out = read(tmp / "out.txt");
+  CHECK(std::count(out.begin(), out.end(), '\n') == 4);
+  CHECK(out.find("\n\n\n") != std::string::npos);  // lines 2 and 3 are empty
+
+  // Mismatched counts are refused before any translating.
+  write(tmp / "t/test.en", ref + "one more\n");
+  r = run("eval --run " + tmp / "run" + " --data " + tmp / "t");
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output, Contains("has 10 lines but") && Contains("has 11; they must be aligned line by line"));
+  write(tmp / "t/test.en", "one\n\none\none\none\none\none\none\none\none\n");
+  r = run("eval --run " + tmp / "run" + " --data " + tmp / "t");
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output, Contains(tmp / "t/test.en" + ":2 is empty"));
 }

@@ -33,6 +33,7 @@
 #include "io/safetensors.h"
 #include "nn/transformer.h"
 #include "reliability_helpers.h"
+#include "translation/corpus.h"
 
 using namespace qkgrad;
 using namespace qkgrad::test_cli;
@@ -323,12 +324,13 @@ TEST_CASE("reliability: a 1 MB line", "[reliability]") {
   expect_exit(qk(train_args(data, run, 2)), 0, {"train 400 pairs (dropped: 0 with an empty side, 1 over the length limit)"});
   CHECK(read(run + "/subwords.vocab") == read(trained().run + "/subwords.vocab"));
 
-  // Translating it would need an attention matrix of ~10^11 entries: a clear error instead.
+  // Translating all of it would need an attention matrix of ~10^11 entries: it is cropped to
+  // --max-length subwords (as Marian's --max-length-crop), counted, and every line is answered.
   write(tmp / "in.txt", "uno dos\n" + huge + "\n");
-  expect_exit(qk({"translate", "--run", trained().run, "--input", tmp / "in.txt", "--output", tmp / "out.txt"}), 1,
-              {tmp / "in.txt" + ":2: the line is ", " subwords long, more than --max-length 1024; split it into sentences"});
-  CHECK_FALSE(exists(tmp / "out.txt"));
-  CHECK(entries_containing(tmp.path, "out.txt").empty());
+  expect_exit(qk({"translate", "--run", trained().run, "--input", tmp / "in.txt", "--output", tmp / "out.txt",
+                  "--max-length", "64"}), 0,
+              {"cropped 1 line longer than --max-length 64 subwords to that length (the first: " + tmp / "in.txt" + ":2)"});
+  CHECK(qkgrad::translation::read_text_lines(tmp / "out.txt").size() == 2);
   // BLEU of a 1 MB line against itself.
   write(tmp / "ref.txt", huge + "\n");
   expect_exit(qk({"bleu", "--ref", tmp / "ref.txt", "--hyp", tmp / "ref.txt"}), 0, {"BLEU = 100.00"});

@@ -500,4 +500,30 @@ double corpus_chrf(const std::vector<std::string>& hypotheses,
 }
 
 
+std::string bleu_signature(BleuTokenize tokenize) {
+  return std::string("nrefs:1|case:mixed|eff:no|tok:") + bleu_tokenize_name(tokenize) + "|smooth:exp|version:qkgrad-" +
+         QKGRAD_VERSION;
+}
+
+std::string chrf_signature() { return std::string("nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:qkgrad-") + QKGRAD_VERSION; }
+
+std::string tokenized_text_warning(const std::vector<std::string>& hypotheses, BleuTokenize tokenize) {
+  if (tokenize == BleuTokenize::none) return "";
+  int64_t tokenized = 0;
+  for (const std::string& h : hypotheses) tokenized += h.size() >= 2 && h.compare(h.size() - 2, 2, " .") == 0;
+  if (tokenized <= 100) return "";
+  return std::to_string(tokenized) +
+         " lines end in a tokenised period (' .'): the text looks tokenised, and the 13a tokeniser splits it again, so "
+         "the score is not comparable to published detokenised BLEU. Detokenise both sides, or score tokenised text "
+         "with --tokenize none (as sacreBLEU warns too)";
+}
+
+BleuTokenize parse_bleu_tokenize(const std::string& name) {
+  if (name == "13a") return BleuTokenize::t13a;
+  if (name == "none") return BleuTokenize::none;
+  throw Error("BLEU tokenisation must be 13a or none, got '" + name + "'");
+}
+
+const char* bleu_tokenize_name(BleuTokenize tokenize) { return tokenize == BleuTokenize::none ? "none" : "13a"; }
+
 }  // namespace qkgrad::translation

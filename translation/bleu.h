@@ -85,6 +85,22 @@ BleuScore bleu_from_stats(const BleuStats& stats);
 double corpus_chrf(const std::vector<std::string>& hypotheses,
                    const std::vector<std::string>& references);
 
+// sacreBLEU-style signatures naming how a score was computed, to print beside it:
+//   BLEU: "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:qkgrad-0.1.0"
+//   chrF: "nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:qkgrad-0.1.0"
+// (the version is qkgrad's: these are sacreBLEU 2.x's definitions, computed by qkgrad).
+std::string bleu_signature(BleuTokenize tokenize);
+std::string chrf_signature();
+
+// sacreBLEU's warning for detokenised scoring of tokenised text: with the 13a tokeniser, more
+// than 100 hypotheses ending in a tokenised period (" .") mean the text was probably not
+// detokenised (13a then splits it again, and the score is not comparable). Returns the warning,
+// or "" when there is none (or with tokenize none).
+std::string tokenized_text_warning(const std::vector<std::string>& hypotheses, BleuTokenize tokenize);
+
+BleuTokenize parse_bleu_tokenize(const std::string& name);  // "13a" or "none"; else an Error naming them
+const char* bleu_tokenize_name(BleuTokenize tokenize);
+
 // Files are read with read_text_lines (translation/corpus.h).
 
 }  // namespace qkgrad::translation

@@ -50,6 +50,7 @@ namespace {
 // DATA from there too unless `data` is given.
 struct SplitFiles {
   std::string src, tgt;
+  std::string bleu_tokenize;  // the run's (options.json)
 };
 SplitFiles split_files_of_run(const std::string& run, std::string data, const std::string& split) {
   const RunDir rd{run};
@@ -65,7 +66,7 @@ SplitFiles split_files_of_run(const std::string& run, std::string data, const st
                    rd.options().c_str(), data.c_str());
     }
   }
-  return {data + "/" + split + "." + options.src, data + "/" + split + "." + options.tgt};
+  return {data + "/" + split + "." + options.src, data + "/" + split + "." + options.tgt, options.bleu_tokenize};
 }
 
 // The lines of --input, or of stdin: the same checks (UTF-8, no NUL bytes) and line endings.
@@ -76,26 +77,46 @@ std::vector<std::string> read_input_lines(const std::string& input) {
   return split_text_lines(text, "<stdin>");
 }
 
-// Translates each line (`where(i)` names line i in errors). A line that is empty after
-// whitespace normalisation translates to an empty line; a line longer than max_length subwords
-// is an error naming it (attention memory grows with the square of the length).
+// Translates each line: one output line per input line, always. A line empty after whitespace
+// normalisation gives an empty line; a line longer than max_length subwords is cropped to its
+// first max_length (as Marian's --max-length-crop: attention memory grows with the square of the
+// length), and the crops are counted on stderr, naming the first (`where(i)` names line i).
 std::vector<std::string> translate_lines(LoadedModel& m, const std::vector<std::string>& lines, const BeamOptions& beam,
                                          const std::function<std::string(std::size_t)>& where, int64_t max_length) {
   std::vector<std::vector<int64_t>> sources;
   std::vector<std::size_t> which;
+  std::size_t cropped = 0, first_cropped = 0;
   for (std::size_t i = 0; i < lines.size(); ++i) {
     const std::string text = normalize_spaces(lines[i]);
     if (text.empty()) continue;
     sources.push_back(m.subwords->encode(text));
-    QKGRAD_CHECK(static_cast<int64_t>(sources.back().size()) <= max_length, where(i), ": the line is ",
-                 sources.back().size(), " subwords long, more than --max-length ", max_length,
-                 "; split it into sentences (or raise --max-length)");
+    if (static_cast<int64_t>(sources.back().size()) > max_length) {
+      if (cropped++ == 0) first_cropped = i;
+      sources.back().resize(static_cast<std::size_t>(max_length));
+    }
     which.push_back(i);
+  }
+  if (cropped > 0) {
+    std::fprintf(stderr, "note: cropped %zu line%s longer than --max-length %ld subwords to that length (the first: %s)\n",
+                 cropped, cropped == 1 ? "" : "s", static_cast<long>(max_length), where(first_cropped).c_str());
   }
   const auto out = translate_all(*m.model, sources, beam);
   std::vector<std::string> text(lines.size());
   for (std::size_t k = 0; k < out.size(); ++k) text[which[k]] = m.subwords->decode(out[k]);
   return text;
+}
+
+// BLEU and chrF with their sacreBLEU-style signatures, and sacreBLEU's warning (on stderr) when
+// 13a scores text that looks tokenised. The counts must match (an Error names both files).
+void print_scores(const std::vector<std::string>& hyps, const std::vector<std::string>& refs, const std::string& hyp_name,
+                  const std::string& ref_name, BleuTokenize tokenize) {
+  QKGRAD_CHECK(hyps.size() == refs.size(), hyp_name, " has ", hyps.size(), " lines but ", ref_name, " has ", refs.size(),
+               "; they must be aligned line by line");
+  const BleuScore b = corpus_bleu(hyps, refs, tokenize);
+  const std::string warning = tokenized_text_warning(hyps, tokenize);
+  if (!warning.empty()) std::fprintf(stderr, "warning: %s\n", warning.c_str());
+  std::printf("%s\nchrF = %.2f\nBLEU signature: %s\nchrF signature: %s\n", b.format().c_str(), corpus_chrf(hyps, refs),
+              bleu_signature(tokenize).c_str(), chrf_signature().c_str());
 }
 
 int cmd_prepare_bible(int argc, char** argv) {
@@ -225,7 +246,7 @@ int cmd_translate(int argc, char** argv) {
   args.option("beam", "beam size", &beam.beam, 1, 64);
   args.option("alpha", "GNMT length penalty exponent", &beam.alpha, 0, 10);
   args.option("max-extra", "at most source length + this many tokens", &beam.max_extra, 1, 10000);
-  args.option("max-length", "the longest line translated, in subwords (longer ones are an error)", &max_length, 1, 100000);
+  args.option("max-length", "longer lines are cropped to this many subwords (counted on stderr)", &max_length, 1, 100000);
   args.flag("greedy", "greedy decoding (beam 1)", &greedy);
   args.choice("device", kDeviceHelp, &device, kDeviceChoices);
   if (!args.parse(argc, argv, 2)) return 0;
@@ -253,55 +274,58 @@ int cmd_translate(int argc, char** argv) {
 
 int cmd_bleu(int argc, char** argv) {
   std::string ref, hyp, tokenize = "13a";
-  Args args("qkgrad-translate bleu", "Corpus BLEU (sacreBLEU-compatible) and chrF of --hyp (or stdin) against --ref.");
+  Args args("qkgrad-translate bleu", "Corpus BLEU (sacreBLEU-compatible) and chrF of --hyp (or stdin) against --ref,\n"
+                                     "with sacreBLEU-style signatures.");
   args.option("ref", "reference file", &ref, true);
   args.option("hyp", "hypothesis file (default: stdin)", &hyp);
   args.choice("tokenize", "13a (sacreBLEU's default) or none (pre-tokenised text)", &tokenize, {"13a", "none"});
   if (!args.parse(argc, argv, 2)) return 0;
   const std::vector<std::string> refs = read_text_lines(ref);
   const std::vector<std::string> hyps = read_input_lines(hyp);
-  QKGRAD_CHECK(hyps.size() == refs.size(), "bleu: the hypothesis has ", hyps.size(), " lines but ", ref, " has ",
-               refs.size(), "; they must be aligned line by line");
-  const BleuScore b = corpus_bleu(hyps, refs, tokenize == "none" ? BleuTokenize::none : BleuTokenize::t13a);
-  std::printf("%s\nchrF = %.2f\n", b.format().c_str(), corpus_chrf(hyps, refs));
+  print_scores(hyps, refs, hyp.empty() ? "bleu: the hypothesis (stdin)" : "bleu: " + hyp, ref, parse_bleu_tokenize(tokenize));
   return 0;
 }
 
 int cmd_eval(int argc, char** argv) {
-  std::string run, split = "test", data, tokenize = "13a", device = "cpu";
+  std::string run, split = "test", data, tokenize, device = "cpu";
   BeamOptions beam;
   int64_t show = 0, max_length = 1024;
-  Args args("qkgrad-translate eval", "Translates DATA/SPLIT.SRC and scores it against DATA/SPLIT.TGT (BLEU, chrF);\n"
-                                     "writes the translations to RUNDIR/SPLIT.hyp.");
+  Args args("qkgrad-translate eval", "Translates DATA/SPLIT.SRC and scores it against DATA/SPLIT.TGT (BLEU, chrF, with\n"
+                                     "sacreBLEU-style signatures); writes the translations to RUNDIR/SPLIT.hyp, one line per\n"
+                                     "source line (an empty source gives an empty line), so that `bleu --ref DATA/SPLIT.TGT\n"
+                                     "--hyp RUNDIR/SPLIT.hyp` gives the same scores.");
   args.option("run", "run directory", &run, true);
-  args.option("split", "which split (dev or test)", &split);
+  args.option("split", "which split: train, dev or test (DATA/SPLIT.SRC and DATA/SPLIT.TGT)", &split);
   args.option("data", "data directory (default: the one the run was trained on)", &data);
   args.option("beam", "beam size", &beam.beam, 1, 64);
   args.option("alpha", "GNMT length penalty exponent", &beam.alpha, 0, 10);
-  args.choice("tokenize", "BLEU tokenisation", &tokenize, {"13a", "none"});
+  args.choice("tokenize", "BLEU tokenisation (default: the run's, bleu_tokenize in options.json)", &tokenize, {"13a", "none"});
   args.option("show", "print this many source / reference / translation triples", &show, 0, 1000000);
-  args.option("max-length", "the longest source line translated, in subwords (longer ones are an error)", &max_length, 1, 100000);
+  args.option("max-length", "longer source lines are cropped to this many subwords (counted on stderr)", &max_length, 1, 100000);
   args.choice("device", kDeviceHelp, &device, kDeviceChoices);
   if (!args.parse(argc, argv, 2)) return 0;
   const Device on = parse_device("qkgrad-translate eval", device);
   const SplitFiles files = split_files_of_run(run, data, split);
-  const std::string& src_path = files.src;
   const std::string hyp_path = run + "/" + split + ".hyp";
   check_can_write(hyp_path, "eval: the translations " + hyp_path);  // before the work, not after
-  const ParallelCorpus corpus = read_parallel(files.src, files.tgt, 1 << 20);
+  const std::vector<std::string> sources = read_text_lines(files.src), refs = read_text_lines(files.tgt);
+  QKGRAD_CHECK(sources.size() == refs.size(), "eval: ", files.src, " has ", sources.size(), " lines but ", files.tgt,
+               " has ", refs.size(), "; they must be aligned line by line");
+  for (std::size_t i = 0; i < refs.size(); ++i) {  // checked before the work, as corpus_bleu checks
+    QKGRAD_CHECK(!refs[i].empty(), "eval: ", files.tgt, ":", i + 1, " is empty; BLEU needs a reference for every line ",
+                 "(sacreBLEU refuses empty references too): remove that pair from both files");
+  }
   LoadedModel m = load_trained_model(run, on);
-  const std::vector<std::string> hyps = translate_lines(
-      m, corpus.src, beam, [&](std::size_t i) { return cat(src_path, ": sentence pair ", i + 1, " (of the non-empty ones)"); },
-      max_length);
+  const std::vector<std::string> hyps =
+      translate_lines(m, sources, beam, [&](std::size_t i) { return cat(files.src, ":", i + 1); }, max_length);
   std::string text;
   for (const auto& h : hyps) text += h + "\n";
   write_file_atomically(hyp_path, [&](std::FILE* f) { std::fputs(text.c_str(), f); });
-  const BleuScore b = corpus_bleu(hyps, corpus.tgt, tokenize == "none" ? BleuTokenize::none : BleuTokenize::t13a);
-  std::printf("%s %s (%zu sentences, %s, beam %ld)\n%s\nchrF = %.2f\n", split.c_str(), m.checkpoint.c_str(), hyps.size(),
-              corpus.summary().c_str(), static_cast<long>(beam.beam), b.format().c_str(), corpus_chrf(hyps, corpus.tgt));
+  std::printf("%s %s (%zu sentences, beam %ld)\n", split.c_str(), m.checkpoint.c_str(), hyps.size(), static_cast<long>(beam.beam));
+  print_scores(hyps, refs, "eval: " + hyp_path, files.tgt, parse_bleu_tokenize(tokenize.empty() ? files.bleu_tokenize : tokenize));
   for (int64_t i = 0; i < show && i < static_cast<int64_t>(hyps.size()); ++i) {
     const std::size_t k = static_cast<std::size_t>(i * static_cast<int64_t>(hyps.size()) / std::max<int64_t>(show, 1));
-    std::printf("\n  source:      %s\n  reference:   %s\n  translation: %s\n", corpus.src[k].c_str(), corpus.tgt[k].c_str(),
+    std::printf("\n  source:      %s\n  reference:   %s\n  translation: %s\n", sources[k].c_str(), refs[k].c_str(),
                 hyps[k].c_str());
   }
   return 0;
