@@ -1,11 +1,20 @@
 // qkgrad-translate's workflow as Marian, fairseq and OpenNMT users expect it (issue 20), one
 // test per item: resuming by run directory alone, config files and --dump-config; the
-// tokeniser a run remembers and the signatures of scores; one output line per input line.
+// tokeniser a run remembers and the signatures of scores; one output line per input line;
+// n-best lists, score, --checkpoint, --keep-last and average, streaming translation.
 #include <catch2/catch.hpp>
 
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
+#include <map>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "cli_helpers.h"
 #include "io/checkpoint.h"
@@ -197,4 +206,136 @@ TEST_CASE("workflow: eval and translate answer every input line; over-long lines
   r = run("eval --run " + tmp / "run" + " --data " + tmp / "t");
   CHECK(r.status == 1);
   CHECK_THAT(r.output, Contains(tmp / "t/test.en" + ":2 is empty"));
+}
+
+namespace {
+
+// Starts `qkgrad-translate ARGS` with pipes for stdin and stdout; returns the pid.
+pid_t start_with_pipes(const std::vector<std::string>& args, int& to_child, int& from_child) {
+  int in[2], out[2];
+  REQUIRE(::pipe(in) == 0);
+  REQUIRE(::pipe(out) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::dup2(in[0], STDIN_FILENO);
+    ::dup2(out[1], STDOUT_FILENO);
+    ::close(in[1]);
+    ::close(out[0]);
+    std::vector<char*> argv{const_cast<char*>(kProgram.c_str())};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(kProgram.c_str(), argv.data());
+    ::_exit(127);
+  }
+  ::close(in[0]);
+  ::close(out[1]);
+  to_child = in[1];
+  from_child = out[0];
+  return pid;
+}
+
+// One line from `fd`, waiting at most `seconds`; "" with timed_out set if none came.
+std::string read_line(int fd, int seconds, bool& timed_out) {
+  std::string line;
+  timed_out = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (line.empty() || line.back() != '\n') {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd p{fd, POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) {
+      timed_out = true;
+      return line;
+    }
+    char c;
+    if (::read(fd, &c, 1) != 1) break;
+    line += c;
+  }
+  return line;
+}
+
+}  // namespace
+
+TEST_CASE("workflow: n-best lists, score, --checkpoint, --keep-last with average, and streaming translation",
+          "[cli][workflow]") {
+  TempDir tmp;
+  write_corpus(tmp.path, 200);
+  const std::string run_dir = tmp / "run";
+  Result r = run("train --data " + tmp.path + " --run " + run_dir +
+                 " --preset tiny --vocab-size 30 --max-steps 30 --eval-every 10 --keep-last 2 --threads 1");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  // --keep-last 2: the two newest saves, model-only, beside best and last.
+  CHECK_FALSE(fs::exists(run_dir + "/checkpoints/step-10"));
+  CHECK(qkgrad::checkpoint_exists(run_dir + "/checkpoints/step-20"));
+  CHECK(qkgrad::checkpoint_exists(run_dir + "/checkpoints/step-30"));
+
+  // n-best: K lines per input line, `N ||| text ||| score`, best first; an empty line gets one.
+  write(tmp / "in.txt", "uno dos\n\ntres\n");
+  r = run("translate --run " + run_dir + " --input " + tmp / "in.txt" + " --n-best 3 --beam 3");
+  REQUIRE(r.status == 0);
+  std::istringstream lines(r.output);
+  std::map<long, std::vector<double>> scores;
+  for (std::string line; std::getline(lines, line);) {
+    const auto first = line.find(" ||| "), last = line.rfind(" ||| ");
+    REQUIRE(first != std::string::npos);
+    REQUIRE(last > first);
+    scores[std::stol(line.substr(0, first))].push_back(std::stod(line.substr(last + 5)));
+  }
+  CHECK(scores.size() == 3);
+  CHECK(scores[0].size() == 3);
+  CHECK(scores[1] == std::vector<double>{0.0});
+  for (const auto& [id, s] : scores) CHECK(std::is_sorted(s.rbegin(), s.rend()));
+  r = run("translate --run " + run_dir + " --input " + tmp / "in.txt" + " --n-best 5");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.output, Contains("--n-best 5 needs --beam 5 or more"));
+
+  // score: one log-probability per pair; --normalize divides by the tokens.
+  write(tmp / "s.es", "uno dos\ntres\n");
+  write(tmp / "s.en", "one two\nthree\n");
+  r = run("score --run " + run_dir + " --src " + tmp / "s.es" + " --tgt " + tmp / "s.en");
+  REQUIRE(r.status == 0);
+  std::istringstream numbers(r.output);
+  double a = 0, b = 0;
+  numbers >> a >> b;
+  CHECK(a < 0);
+  CHECK(b < 0);
+  write(tmp / "s.en", "one two\n");
+  r = run("score --run " + run_dir + " --src " + tmp / "s.es" + " --tgt " + tmp / "s.en");
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output, Contains("has 2 lines but") && Contains("has 1"));
+
+  // --checkpoint: last, a directory, or an error naming the choices.
+  r = run("translate --run " + run_dir + " --input " + tmp / "in.txt" + " --checkpoint last");
+  CHECK(r.status == 0);
+  r = run("translate --run " + run_dir + " --input " + tmp / "in.txt" + " --checkpoint " + tmp / "nope");
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output, Contains("is not a checkpoint (choose best, last, or a checkpoint directory"));
+
+  // average: the mean of the kept checkpoints, usable with --checkpoint.
+  r = run("average --run " + run_dir + " --last 2 --out " + tmp / "avg");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.output, Contains("averaged 2 checkpoints"));
+  r = run("eval --run " + run_dir + " --checkpoint " + tmp / "avg" + " --beam 1");
+  CHECK(r.status == 0);
+  CHECK_THAT(r.output, Contains(tmp / "avg (200 sentences"));
+  r = run("average --run " + run_dir + " --last 3 --out " + tmp / "avg3");
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output, Contains("2 step-N checkpoints, fewer than --last 3"));
+
+  // Streaming: on a pipe, a line's translation comes back before the input ends.
+  int to_child = -1, from_child = -1;
+  const pid_t pid = start_with_pipes({"translate", "--run", run_dir, "--batch-lines", "1", "--beam", "1"}, to_child, from_child);
+  REQUIRE(::write(to_child, "uno dos\n", 8) == 8);
+  bool timed_out = false;
+  const std::string answer = read_line(from_child, 30, timed_out);
+  CHECK_FALSE(timed_out);
+  CHECK(answer.back() == '\n');
+  ::close(to_child);  // the end of the input: the program finishes
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ::close(from_child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }

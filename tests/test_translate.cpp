@@ -15,6 +15,8 @@
 #include "toy_seq2seq.h"
 #include "translation/batching.h"
 #include "translation/beam_search.h"
+#include "translation/scoring.h"
+#include "ops/ops.h"
 #include "translation/corpus.h"
 #include "translation/run_dir.h"
 #include "translation/subwords.h"
@@ -194,6 +196,51 @@ TEST_CASE("beam search with beam 1 equals greedy decoding; wider beams score at 
   }
   const auto beam4 = translate_all(model, sources, BeamOptions{4, 0.6, 8}, 12);
   CHECK(beam4.size() == sources.size());
+}
+
+TEST_CASE("n-best lists are ranked by score, start with the best, and score_pairs agrees with the loss", "[translate]") {
+  TransformerConfig c;
+  c.vocab = 14;
+  c.d_model = 16;
+  c.heads = 2;
+  c.ffn = 32;
+  c.encoder_layers = c.decoder_layers = 1;
+  c.qknorm_length = 8;
+  c.seed = 5;
+  Seq2SeqTransformer model(c);
+  model.eval();
+  Generator g(3);
+  const toy::Batch b = toy::make_batch(g, 4, 10, 2, 6, false);
+  std::vector<std::vector<int64_t>> sources;
+  const std::vector<int64_t> ids = b.src.to_ids();
+  for (std::size_t i = 0; i < b.targets.size(); ++i) {
+    const auto row = ids.begin() + static_cast<std::ptrdiff_t>(i) * b.src.size(1);
+    sources.push_back(std::vector<int64_t>(row, row + b.src_lengths[i] - 1));
+  }
+  const BeamOptions o{3, 0.6, 6};
+  const auto nbest = beam_search_nbest(model, sources, o);
+  const auto best = beam_search(model, sources, o);
+  REQUIRE(nbest.size() == sources.size());
+  for (std::size_t i = 0; i < nbest.size(); ++i) {
+    REQUIRE(!nbest[i].empty());
+    CHECK(nbest[i].size() <= 6);  // at most 2 * beam
+    CHECK(nbest[i].front().tokens == best[i]);
+    for (std::size_t k = 1; k < nbest[i].size(); ++k) CHECK(nbest[i][k - 1].score >= nbest[i][k].score);
+    for (const auto& h : nbest[i]) CHECK(h.log_prob <= 0);
+  }
+  // score_pairs = minus the unsmoothed cross-entropy summed over each pair's target tokens.
+  std::vector<Pair> pairs;
+  for (std::size_t i = 0; i < sources.size(); ++i) pairs.push_back({sources[i], b.targets[i]});
+  const auto scores = score_pairs(model, pairs, 12);  // several batches
+  REQUIRE(scores.size() == pairs.size());
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    const translation::Batch one = make_batch(pairs, {static_cast<int64_t>(i)});
+    NoGradGuard no_grad;
+    const qkgrad::LossSum l = cross_entropy(model.forward(one.src, one.src_lengths, one.tgt_in, one.tgt_lengths), one.tgt_out, 0.0,
+                                    c.pad_id);
+    CHECK(scores[i].tokens == static_cast<int64_t>(pairs[i].tgt.size()) + 1);
+    CHECK(scores[i].log_prob == Approx(-l.sum.item()).epsilon(1e-5));
+  }
 }
 
 TEST_CASE("argument errors are usage errors that name the option", "[translate][errors]") {

@@ -32,8 +32,9 @@ double length_penalty(int64_t length, double alpha) {
 
 }  // namespace
 
-std::vector<std::vector<int64_t>> beam_search(Seq2SeqTransformer& model, const std::vector<std::vector<int64_t>>& sources,
-                                              const BeamOptions& o) {
+std::vector<std::vector<ScoredHypothesis>> beam_search_nbest(Seq2SeqTransformer& model,
+                                                             const std::vector<std::vector<int64_t>>& sources,
+                                                             const BeamOptions& o) {
   QKGRAD_CHECK(o.beam >= 1, "beam search: the beam size must be >= 1, got ", o.beam);
   QKGRAD_CHECK(o.alpha >= 0 && std::isfinite(o.alpha), "beam search: alpha must be >= 0, got ", o.alpha);
   QKGRAD_CHECK(o.max_extra >= 1, "beam search: max_extra must be >= 1, got ", o.max_extra);
@@ -65,7 +66,7 @@ std::vector<std::vector<int64_t>> beam_search(Seq2SeqTransformer& model, const s
   model.reorder(state, Tensor::from_ids(rows, {B * K}, device));
 
   std::vector<std::vector<Hypothesis>> live(static_cast<std::size_t>(B), std::vector<Hypothesis>(static_cast<std::size_t>(K)));
-  std::vector<std::vector<std::pair<double, std::vector<int64_t>>>> finished(static_cast<std::size_t>(B));
+  std::vector<std::vector<ScoredHypothesis>> finished(static_cast<std::size_t>(B));
   std::vector<bool> done(static_cast<std::size_t>(B), false);
   for (auto& beams : live) beams[0].log_prob = 0;  // one live beam to start with
   std::vector<int64_t> previous(static_cast<std::size_t>(B * K), c.bos_id);
@@ -107,8 +108,9 @@ std::vector<std::vector<int64_t>> beam_search(Seq2SeqTransformer& model, const s
           // An ending counts only if it is among the K best candidates of this step: beam 1 is
           // then exactly greedy decoding.
           if (static_cast<int64_t>(rank) < K && static_cast<int64_t>(finished[static_cast<std::size_t>(b)].size()) < K) {
-            finished[static_cast<std::size_t>(b)].emplace_back(
-                cand.log_prob / length_penalty(static_cast<int64_t>(parent.tokens.size()) + 1, o.alpha), parent.tokens);
+            finished[static_cast<std::size_t>(b)].push_back(
+                {parent.tokens, cand.log_prob,
+                 cand.log_prob / length_penalty(static_cast<int64_t>(parent.tokens.size()) + 1, o.alpha)});
           }
         } else if (static_cast<int64_t>(next.size()) < K) {
           Hypothesis h{parent.tokens, cand.log_prob};
@@ -121,8 +123,8 @@ std::vector<std::vector<int64_t>> beam_search(Seq2SeqTransformer& model, const s
       if (static_cast<int64_t>(finished[static_cast<std::size_t>(b)].size()) >= K || at_limit) {
         if (at_limit) {  // out of room: the live beams finish as they are
           for (const Hypothesis& h : next) {
-            finished[static_cast<std::size_t>(b)].emplace_back(
-                h.log_prob / length_penalty(static_cast<int64_t>(h.tokens.size()), o.alpha), h.tokens);
+            finished[static_cast<std::size_t>(b)].push_back(
+                {h.tokens, h.log_prob, h.log_prob / length_penalty(static_cast<int64_t>(h.tokens.size()), o.alpha)});
           }
         }
         done[static_cast<std::size_t>(b)] = true;
@@ -144,24 +146,31 @@ std::vector<std::vector<int64_t>> beam_search(Seq2SeqTransformer& model, const s
     model.reorder(state, Tensor::from_ids(rows, {B * K}, device));
   }
 
-  std::vector<std::vector<int64_t>> best(static_cast<std::size_t>(B));
-  for (int64_t b = 0; b < B; ++b) {
-    const auto& f = finished[static_cast<std::size_t>(b)];
-    if (f.empty()) continue;
-    const auto top = std::max_element(f.begin(), f.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
-    best[static_cast<std::size_t>(b)] = top->second;
+  // Best first; equal scores keep the order they finished in (the first is what beam_search
+  // returned before n-best lists existed).
+  for (auto& f : finished) {
+    std::stable_sort(f.begin(), f.end(), [](const ScoredHypothesis& x, const ScoredHypothesis& y) { return x.score > y.score; });
+    if (f.empty()) f.push_back({{}, kDead, kDead});  // cannot happen (a sentence ends at its limit), but never empty
   }
+  return finished;
+}
+
+std::vector<std::vector<int64_t>> beam_search(Seq2SeqTransformer& model, const std::vector<std::vector<int64_t>>& sources,
+                                              const BeamOptions& options) {
+  std::vector<std::vector<int64_t>> best;
+  for (auto& hypotheses : beam_search_nbest(model, sources, options)) best.push_back(std::move(hypotheses.front().tokens));
   return best;
 }
 
-std::vector<std::vector<int64_t>> translate_all(Seq2SeqTransformer& model, const std::vector<std::vector<int64_t>>& sources,
-                                                const BeamOptions& options, int64_t max_tokens) {
+std::vector<std::vector<ScoredHypothesis>> translate_all_nbest(Seq2SeqTransformer& model,
+                                                               const std::vector<std::vector<int64_t>>& sources,
+                                                               const BeamOptions& options, int64_t max_tokens) {
   std::vector<int64_t> order(sources.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
     return sources[static_cast<std::size_t>(a)].size() < sources[static_cast<std::size_t>(b)].size();
   });
-  std::vector<std::vector<int64_t>> out(sources.size());
+  std::vector<std::vector<ScoredHypothesis>> out(sources.size());
   std::size_t i = 0;
   while (i < order.size()) {
     std::vector<std::vector<int64_t>> group;
@@ -176,10 +185,19 @@ std::vector<std::vector<int64_t>> translate_all(Seq2SeqTransformer& model, const
       ids.push_back(order[i]);
       ++i;
     }
-    const auto translated = beam_search(model, group, options);
-    for (std::size_t j = 0; j < ids.size(); ++j) out[static_cast<std::size_t>(ids[j])] = translated[j];
+    auto translated = beam_search_nbest(model, group, options);
+    for (std::size_t j = 0; j < ids.size(); ++j) out[static_cast<std::size_t>(ids[j])] = std::move(translated[j]);
   }
   return out;
+}
+
+std::vector<std::vector<int64_t>> translate_all(Seq2SeqTransformer& model, const std::vector<std::vector<int64_t>>& sources,
+                                                const BeamOptions& options, int64_t max_tokens) {
+  std::vector<std::vector<int64_t>> best;
+  for (auto& hypotheses : translate_all_nbest(model, sources, options, max_tokens)) {
+    best.push_back(std::move(hypotheses.front().tokens));
+  }
+  return best;
 }
 
 }  // namespace qkgrad::translation

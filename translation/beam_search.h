@@ -19,14 +19,30 @@ struct BeamOptions {
   int64_t max_extra = 50;   // at most |source| + max_extra output tokens
 };
 
-// sources: subword ids without eos. Returns the best hypothesis per source, without bos/eos.
-// Runs with autograd off; put the model in eval mode first.
+// A finished hypothesis: its tokens (no bos/eos), log P(tokens + eos | X), and the score it is
+// ranked by, log P / lp(tokens + eos). (A hypothesis cut at the length limit has no eos.)
+struct ScoredHypothesis {
+  std::vector<int64_t> tokens;
+  double log_prob = 0;
+  double score = 0;
+};
+
+// sources: subword ids without eos. Returns every source's finished hypotheses, best first
+// (at least one, at most 2·beam when the length limit cuts live beams). Runs with autograd off;
+// put the model in eval mode first.
+std::vector<std::vector<ScoredHypothesis>> beam_search_nbest(Seq2SeqTransformer& model,
+                                                             const std::vector<std::vector<int64_t>>& sources,
+                                                             const BeamOptions& options);
+// The best hypothesis of each source.
 std::vector<std::vector<int64_t>> beam_search(Seq2SeqTransformer& model,
                                               const std::vector<std::vector<int64_t>>& sources,
                                               const BeamOptions& options);
 
 // Translates many sources in batches of about `max_tokens` source tokens (sorted by length,
-// results returned in the original order).
+// results returned in the original order): every source's hypotheses, best first, or the best.
+std::vector<std::vector<ScoredHypothesis>> translate_all_nbest(Seq2SeqTransformer& model,
+                                                               const std::vector<std::vector<int64_t>>& sources,
+                                                               const BeamOptions& options, int64_t max_tokens = 2000);
 std::vector<std::vector<int64_t>> translate_all(Seq2SeqTransformer& model,
                                                 const std::vector<std::vector<int64_t>>& sources,
                                                 const BeamOptions& options, int64_t max_tokens = 2000);

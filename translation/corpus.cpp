@@ -1,6 +1,10 @@
 #include "translation/corpus.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 
 #include "core/error.h"
 #include "io/atomic_file.h"
@@ -23,6 +27,15 @@ std::vector<std::string> read_text_lines(const std::string& path) {
 
 namespace {
 
+// The checks every line read gets: no NUL byte, valid UTF-8; errors name the file and line.
+void check_text_line(const std::string& line, const std::string& name, int64_t line_no) {
+  QKGRAD_CHECK(line.find('\0') == std::string::npos, name, ":", line_no,
+               ": contains a NUL byte; this is not a text file (or it is UTF-16: convert it to UTF-8)");
+  std::size_t bad = 0;
+  QKGRAD_CHECK(valid_utf8(line, &bad), name, ":", line_no, ": invalid UTF-8 at byte ", bad + 1,
+               " of the line; convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)");
+}
+
 // Walks the lines of a text one at a time, checking each (NUL bytes, UTF-8), so that a caller
 // can keep only the lines it wants: memory stays bounded by what is kept, not by the line count.
 class LineCursor {
@@ -35,12 +48,7 @@ class LineCursor {
     if (end == std::string_view::npos) end = text_.size();
     line.assign(text_.substr(start_, end - start_));
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    ++line_no_;
-    QKGRAD_CHECK(line.find('\0') == std::string::npos, name_, ":", line_no_,
-                 ": contains a NUL byte; this is not a text file (or it is UTF-16: convert it to UTF-8)");
-    std::size_t bad = 0;
-    QKGRAD_CHECK(valid_utf8(line, &bad), name_, ":", line_no_, ": invalid UTF-8 at byte ", bad + 1,
-                 " of the line; convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)");
+    check_text_line(line, name_, ++line_no_);
     start_ = end + 1;
     return true;
   }
@@ -82,6 +90,35 @@ std::vector<std::string> split_text_lines(std::string_view text, const std::stri
   LineCursor cursor(text, path);
   for (std::string line; cursor.next(line);) lines.push_back(line);
   return lines;
+}
+
+LineReader::LineReader(const std::string& path) : name_(path.empty() ? "<stdin>" : path) {
+  if (path.empty()) {
+    file_ = stdin;
+    return;
+  }
+  QKGRAD_CHECK(!std::filesystem::is_directory(path), path, ": is a directory, not a text file");
+  file_ = std::fopen(path.c_str(), "rb");
+  QKGRAD_CHECK(file_ != nullptr, "cannot open '", path, "': ", std::strerror(errno));
+  owned_ = true;
+}
+
+LineReader::~LineReader() {
+  if (owned_) std::fclose(file_);
+  std::free(buffer_);
+}
+
+bool LineReader::next(std::string& line) {
+  const ssize_t n = ::getline(&buffer_, &capacity_, file_);
+  if (n < 0) {
+    QKGRAD_CHECK(!std::ferror(file_), name_, ": reading failed after line ", line_no_, ": ", std::strerror(errno));
+    return false;
+  }
+  line.assign(buffer_, static_cast<std::size_t>(n));
+  if (!line.empty() && line.back() == '\n') line.pop_back();
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  check_text_line(line, name_, ++line_no_);
+  return true;
 }
 
 std::string ParallelCorpus::summary() const {

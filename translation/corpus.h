@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,27 @@ std::vector<std::string> read_text_lines(const std::string& path);
 // What read_text_lines does after reading the file: splits `text` into lines with the same
 // checks; `name` (the path) starts every error message.
 std::vector<std::string> split_text_lines(std::string_view text, const std::string& name);
+
+// Reads a text one line at a time, as it arrives (stdin on a pipe or a terminal, or a file),
+// with read_text_lines' checks and errors: for streaming translation.
+class LineReader {
+ public:
+  explicit LineReader(const std::string& path);  // "" = stdin
+  ~LineReader();
+  LineReader(const LineReader&) = delete;
+  LineReader& operator=(const LineReader&) = delete;
+  bool next(std::string& line);  // false at the end
+  const std::string& name() const { return name_; }
+  int64_t lines_read() const { return line_no_; }
+
+ private:
+  std::string name_;
+  std::FILE* file_ = nullptr;
+  bool owned_ = false;
+  char* buffer_ = nullptr;
+  std::size_t capacity_ = 0;
+  int64_t line_no_ = 0;
+};
 
 // Is `text` valid UTF-8? If not, `bad_offset` gets the offset of the first invalid byte.
 bool valid_utf8(const std::string& text, std::size_t* bad_offset = nullptr);

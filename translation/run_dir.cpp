@@ -61,14 +61,27 @@ RunLock::~RunLock() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-LoadedModel load_trained_model(const std::string& run_dir, Device device) {
+std::string checkpoint_path(const RunDir& run, const std::string& checkpoint) {
+  if (checkpoint.empty()) return checkpoint_exists(run.best()) ? run.best() : run.last();
+  if (checkpoint == "best") return run.best();
+  if (checkpoint == "last") return run.last();
+  return checkpoint;
+}
+
+LoadedModel load_trained_model(const std::string& run_dir, Device device, const std::string& checkpoint) {
   const RunDir run{run_dir};
   QKGRAD_CHECK(std::filesystem::is_directory(run_dir), "run directory ", run_dir,
                " does not exist (train a model first: qkgrad-translate train --run ", run_dir, " ...)");
   LoadedModel loaded;
-  loaded.checkpoint = checkpoint_exists(run.best()) ? run.best() : run.last();
-  QKGRAD_CHECK(checkpoint_exists(loaded.checkpoint), run_dir, " has no checkpoint (neither ", run.best(), " nor ",
-               run.last(), "); train first");
+  loaded.checkpoint = checkpoint_path(run, checkpoint);
+  if (checkpoint.empty()) {
+    QKGRAD_CHECK(checkpoint_exists(loaded.checkpoint), run_dir, " has no checkpoint (neither ", run.best(), " nor ",
+                 run.last(), "); train first");
+  } else {
+    QKGRAD_CHECK(checkpoint_exists(loaded.checkpoint), "--checkpoint ", checkpoint, ": ", loaded.checkpoint,
+                 " is not a checkpoint (choose best, last, or a checkpoint directory such as ", run.checkpoints(),
+                 "/step-N)");
+  }
   // A damaged file gets an error that says which file, what is wrong with it, and what to do.
   const std::string remedy =
       loaded.checkpoint == run.best() && checkpoint_exists(run.last())

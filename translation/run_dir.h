@@ -52,14 +52,19 @@ class RunLock {
   int fd_ = -1;
 };
 
-// A trained model and its vocabulary, from RUNDIR's best checkpoint (or the last one if no
-// evaluation has produced a best yet), with its parameters on `device` (whatever device it was
-// trained on). Errors name what is missing.
+// A trained model and its vocabulary, with its parameters on `device` (whatever device it was
+// trained on). `checkpoint` (the programs' --checkpoint) says which: "" = RUNDIR's best, or its
+// last if no evaluation has produced a best yet; "best"; "last"; or the path of a checkpoint
+// directory (e.g. one kept by --keep-last, or made by `average`), used with RUNDIR's subwords.
+// Errors name what is missing.
 struct LoadedModel {
   std::unique_ptr<Subwords> subwords;
   std::unique_ptr<Seq2SeqTransformer> model;
   std::string checkpoint;  // which one was loaded
 };
-LoadedModel load_trained_model(const std::string& run_dir, Device device = Device::cpu);
+LoadedModel load_trained_model(const std::string& run_dir, Device device = Device::cpu, const std::string& checkpoint = "");
+
+// The checkpoint directory that load_trained_model(run_dir, ..., checkpoint) loads.
+std::string checkpoint_path(const RunDir& run, const std::string& checkpoint);
 
 }  // namespace qkgrad::translation

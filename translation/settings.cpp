@@ -128,6 +128,7 @@ void for_each_setting(Settings& s, Visit&& visit) {
   visit("beam", s.beam, Resume::may_change, Allowed{1, 64, {}});
   visit("alpha", s.alpha, Resume::may_change, Allowed{0, 10, {}});
   visit("bleu_tokenize", s.bleu_tokenize, Resume::may_change, Allowed{0, 0, {"13a", "none"}});
+  visit("keep_last", s.keep_last, Resume::may_change, Allowed{0, 1000000, {}});
   visit("device", s.device, Resume::may_change, Allowed{0, 0, {"cpu", "cuda"}});
 }
 

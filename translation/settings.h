@@ -46,6 +46,7 @@ struct RunSettings {
   int64_t beam = 4;                    // beam search for dev BLEU ...
   double alpha = 0.6;                  // ... and its length penalty
   std::string bleu_tokenize = "13a";   // or none (pre-tokenised data)
+  int64_t keep_last = 0;               // also keep the last K saves as checkpoints/step-N (0: none)
 
   // ---- where it trains (not part of the model: may change on --resume) ----
   std::string device = "cpu";          // or cuda

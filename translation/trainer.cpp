@@ -24,6 +24,7 @@
 #include "nn/schedule.h"
 #include "ops/ops.h"
 #include "plots/svg.h"
+#include "translation/averaging.h"
 #include "translation/batching.h"
 #include "translation/beam_search.h"
 #include "translation/bleu.h"
@@ -829,10 +830,19 @@ class TrainingRun {
                                      : ": free some disk space and start again"));
     }
   }
+  // checkpoints/last, and with --keep-last K a model-only copy checkpoints/step-N of which the
+  // K newest are kept (for `average`, or to go back to an earlier point).
   void save_last() {
     const TrainerState t = to_trainer_state(s_, *opt_, *schedule_, *model_);
     save(run_.last(), &t);
     last_saved_step_ = s_.step;
+    if (settings_.keep_last == 0) return;
+    save(cat(run_.checkpoints(), "/step-", s_.step), nullptr);
+    std::vector<std::string> kept = kept_step_checkpoints(run_.checkpoints());
+    for (std::size_t i = 0; i + static_cast<std::size_t>(settings_.keep_last) < kept.size(); ++i) {
+      std::error_code ec;
+      fs::remove_all(kept[i], ec);  // a failure leaves one more copy, nothing worse
+    }
   }
 
   Json current_gains() const {

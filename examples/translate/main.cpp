@@ -3,6 +3,8 @@
 //   train          train a Transformer (QKNorm or scaled dot-product) with subwords and BLEU
 //   translate      translate sentences with beam search
 //   eval           translate a split and score it (BLEU, chrF)
+//   score          the model's log-probability of given translations (rescoring)
+//   average        average the parameters of several checkpoints into a new one
 //   bleu           score a hypothesis file against a reference (sacreBLEU-compatible)
 //   grads          dump one batch's loss and gradients for cross-checking other frameworks
 //   attention      draw every layer's and head's attention for one sentence (SVG)
@@ -10,6 +12,8 @@
 // Every subcommand has --help. The ones that run the model take --device cpu|cuda (default cpu).
 // Exit status: 0 success, 1 error, 2 usage error (also --device cuda where CUDA cannot run),
 // 128 + the signal when train stops on SIGINT (130), SIGHUP (129) or SIGTERM (143).
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
@@ -35,6 +39,9 @@
 #include "translation/bleu.h"
 #include "translation/corpus.h"
 #include "translation/grad_dump.h"
+#include "translation/line_translator.h"
+#include "translation/scoring.h"
+#include "translation/averaging.h"
 #include "translation/run_dir.h"
 #include "translation/stop_signals.h"
 #include "translation/trainer.h"
@@ -77,33 +84,16 @@ std::vector<std::string> read_input_lines(const std::string& input) {
   return split_text_lines(text, "<stdin>");
 }
 
-// Translates each line: one output line per input line, always. A line empty after whitespace
-// normalisation gives an empty line; a line longer than max_length subwords is cropped to its
-// first max_length (as Marian's --max-length-crop: attention memory grows with the square of the
-// length), and the crops are counted on stderr, naming the first (`where(i)` names line i).
-std::vector<std::string> translate_lines(LoadedModel& m, const std::vector<std::string>& lines, const BeamOptions& beam,
-                                         const std::function<std::string(std::size_t)>& where, int64_t max_length) {
-  std::vector<std::vector<int64_t>> sources;
-  std::vector<std::size_t> which;
-  std::size_t cropped = 0, first_cropped = 0;
-  for (std::size_t i = 0; i < lines.size(); ++i) {
-    const std::string text = normalize_spaces(lines[i]);
-    if (text.empty()) continue;
-    sources.push_back(m.subwords->encode(text));
-    if (static_cast<int64_t>(sources.back().size()) > max_length) {
-      if (cropped++ == 0) first_cropped = i;
-      sources.back().resize(static_cast<std::size_t>(max_length));
-    }
-    which.push_back(i);
-  }
-  if (cropped > 0) {
-    std::fprintf(stderr, "note: cropped %zu line%s longer than --max-length %ld subwords to that length (the first: %s)\n",
-                 cropped, cropped == 1 ? "" : "s", static_cast<long>(max_length), where(first_cropped).c_str());
-  }
-  const auto out = translate_all(*m.model, sources, beam);
-  std::vector<std::string> text(lines.size());
-  for (std::size_t k = 0; k < out.size(); ++k) text[which[k]] = m.subwords->decode(out[k]);
-  return text;
+constexpr const char* kCheckpointHelp =
+    "which checkpoint: best (the default; last if there is none yet), last, or a checkpoint directory";
+
+// Where a write to stdout failed (a full disk under a redirect, a closed pipe): an Error,
+// "translate: writing the translations to stdout failed: ...".
+void check_stdout(const std::string& writing) {
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return;
+  const int err = errno;
+  fail(cat(writing, " to stdout failed: ", err ? std::strerror(err) : "I/O error",
+           "; free some disk space, or write them with --output"));
 }
 
 // BLEU and chrF with their sacreBLEU-style signatures, and sacreBLEU's warning (on stderr) when
@@ -213,6 +203,7 @@ int cmd_train(int argc, char** argv) {
   setting("alpha", "alpha", "length penalty for dev BLEU", &s.alpha);
   setting("max-length", "max_length", "drop training pairs longer than this many subwords", &s.max_length);
   setting("bleu-tokenize", "bleu_tokenize", "BLEU tokenisation (none for pre-tokenised data)", &s.bleu_tokenize);
+  setting("keep-last", "keep_last", "also keep the last K saves as RUNDIR/checkpoints/step-N (for `average`; 0: none)", &s.keep_last);
   args.choice("device", kDeviceHelp, &s.device, kDeviceChoices);
   args.option("threads", "CPU threads (default: all)", &o.threads, 1, 4096);
   args.option("save-every", "also save RUNDIR/checkpoints/last every N steps (0: at evaluations only)", &o.save_every, 0,
@@ -233,42 +224,153 @@ int cmd_train(int argc, char** argv) {
 }
 
 int cmd_translate(int argc, char** argv) {
-  std::string run, input, output, device = "cpu";
+  std::string run, input, output, device = "cpu", checkpoint;
   BeamOptions beam;
   bool greedy = false;
-  int64_t max_length = 1024;
+  int64_t max_length = 1024, n_best = 0, batch_lines = 0;
   Args args("qkgrad-translate translate",
             "Translates one sentence per line from --input (or stdin) with batched beam search and writes the\n"
-            "detokenised translations to --output (or stdout), in order.");
+            "detokenised translations to --output (or stdout), one line per input line, in order. Lines are\n"
+            "read and translated --batch-lines at a time, and on stdout each batch is written as soon as it\n"
+            "is done (a pipe or a terminal gets its answers while the input goes on).");
   args.option("run", "run directory", &run, true);
   args.option("input", "input file (default: stdin)", &input);
-  args.option("output", "output file (default: stdout)", &output);
+  args.option("output", "output file, written atomically at the end (default: stdout, as it goes)", &output);
+  args.option("checkpoint", kCheckpointHelp, &checkpoint);
   args.option("beam", "beam size", &beam.beam, 1, 64);
   args.option("alpha", "GNMT length penalty exponent", &beam.alpha, 0, 10);
   args.option("max-extra", "at most source length + this many tokens", &beam.max_extra, 1, 10000);
   args.option("max-length", "longer lines are cropped to this many subwords (counted on stderr)", &max_length, 1, 100000);
+  args.option("n-best", "write the K best of each line as `N ||| translation ||| score` (Marian/Moses: N counts "
+              "lines from 0; score = log P / length penalty, the beam's ranking); K <= --beam", &n_best, 1, 64);
+  args.option("batch-lines", "lines read and translated at a time (default: 1 from a terminal, else 500)", &batch_lines, 1,
+              1000000);
   args.flag("greedy", "greedy decoding (beam 1)", &greedy);
   args.choice("device", kDeviceHelp, &device, kDeviceChoices);
   if (!args.parse(argc, argv, 2)) return 0;
   const Device on = parse_device("qkgrad-translate translate", device);
   if (greedy) beam.beam = 1;
+  if (n_best > beam.beam) {
+    throw UsageError(cat("qkgrad-translate translate: --n-best ", n_best, " needs --beam ", n_best, " or more (--beam is ",
+                         beam.beam, ")"));
+  }
+  if (batch_lines == 0) batch_lines = input.empty() && ::isatty(STDIN_FILENO) ? 1 : 500;
   if (!output.empty()) check_can_write(output, "translate: --output " + output);  // before the work, not after
-  LoadedModel m = load_trained_model(run, on);
-  const std::vector<std::string> out =
-      translate_lines(m, read_input_lines(input), beam,
-                      [&](std::size_t i) { return cat(input.empty() ? "<stdin>" : input, ":", i + 1); }, max_length);
+  LoadedModel m = load_trained_model(run, on, checkpoint);
+  LineTranslator translator(m, beam, max_length);
+  LineReader reader(input);
+  // Reads, translates and writes batch after batch; `flush` pushes each batch out (stdout).
+  auto translate_to = [&](std::FILE* out, bool flush) {
+    int64_t line_no = 0;
+    for (bool more = true; more;) {
+      std::vector<std::string> lines;
+      std::string line;
+      while (static_cast<int64_t>(lines.size()) < batch_lines && (more = reader.next(line))) lines.push_back(line);
+      const auto hypotheses = translator.translate(lines, reader.name(), line_no + 1);
+      for (const auto& h : hypotheses) {
+        if (n_best == 0) {
+          std::fprintf(out, "%s\n", translator.text(h.front()).c_str());
+        } else {
+          for (std::size_t k = 0; k < h.size() && static_cast<int64_t>(k) < n_best; ++k) {
+            std::fprintf(out, "%ld ||| %s ||| %.6f\n", static_cast<long>(line_no), translator.text(h[k]).c_str(), h[k].score);
+          }
+        }
+        ++line_no;
+      }
+      if (flush) check_stdout("translate: writing the translations");
+    }
+  };
+  if (output.empty()) {
+    translate_to(stdout, true);
+  } else {
+    write_file_atomically(output, [&](std::FILE* f) { translate_to(f, false); });
+  }
+  translator.report_crops();
+  return 0;
+}
+
+// `score`: the model's log-probability of given translations, one line per pair.
+int cmd_score(int argc, char** argv) {
+  std::string run, src, tgt, output, device = "cpu", checkpoint;
+  bool normalize = false;
+  int64_t max_length = 1024;
+  Args args("qkgrad-translate score",
+            "Scores given translations with the model (for rescoring, as Marian's scorer or fairseq's\n"
+            "--score-reference): for each line pair of --src and --tgt, log P(tgt | src) = the sum of the\n"
+            "natural-log probabilities of the target's subwords and its end-of-sentence token, teacher-forced,\n"
+            "dropout off. One number per line, in order.");
+  args.option("run", "run directory", &run, true);
+  args.option("src", "source sentences", &src, true);
+  args.option("tgt", "their translations, line by line", &tgt, true);
+  args.option("output", "output file (default: stdout)", &output);
+  args.option("checkpoint", kCheckpointHelp, &checkpoint);
+  args.flag("normalize", "divide each score by its token count (the target's subwords + 1)", &normalize);
+  args.option("max-length", "the longest line scored, in subwords (a longer one is an error naming it)", &max_length, 1, 100000);
+  args.choice("device", kDeviceHelp, &device, kDeviceChoices);
+  if (!args.parse(argc, argv, 2)) return 0;
+  const Device on = parse_device("qkgrad-translate score", device);
+  if (!output.empty()) check_can_write(output, "score: --output " + output);
+  const std::vector<std::string> sources = read_text_lines(src), targets = read_text_lines(tgt);
+  QKGRAD_CHECK(sources.size() == targets.size(), "score: ", src, " has ", sources.size(), " lines but ", tgt, " has ",
+               targets.size(), "; they must be aligned line by line");
+  LoadedModel m = load_trained_model(run, on, checkpoint);
+  std::vector<Pair> pairs;
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    Pair p{m.subwords->encode(normalize_spaces(sources[i])), m.subwords->encode(normalize_spaces(targets[i]))};
+    for (const auto& [side, path] : {std::pair{&p.src, &src}, std::pair{&p.tgt, &tgt}}) {
+      QKGRAD_CHECK(static_cast<int64_t>(side->size()) <= max_length, "score: ", *path, ":", i + 1, ": the line is ",
+                   side->size(), " subwords long, more than --max-length ", max_length,
+                   " (a cropped line would get another sentence's score); raise --max-length or split it");
+    }
+    pairs.push_back(std::move(p));
+  }
   std::string text;
-  for (const auto& line : out) text += line + "\n";
+  for (const PairScore& s : score_pairs(*m.model, pairs)) {
+    char number[32];
+    std::snprintf(number, sizeof number, "%.6f\n", normalize ? s.log_prob / static_cast<double>(s.tokens) : s.log_prob);
+    text += number;
+  }
   if (output.empty()) {
     std::fputs(text.c_str(), stdout);
-    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {  // e.g. redirected to a full disk
-      const int err = errno;
-      fail(cat("translate: writing the translations to stdout failed: ", err ? std::strerror(err) : "I/O error",
-               "; free some disk space, or write them with --output"));
-    }
+    check_stdout("score: writing the scores");
   } else {
     write_file_atomically(output, [&](std::FILE* f) { std::fputs(text.c_str(), f); });
   }
+  return 0;
+}
+
+// `average`: a checkpoint whose parameters are the mean of several.
+int cmd_average(int argc, char** argv) {
+  std::string run, list, out;
+  int64_t last = 0;
+  Args args("qkgrad-translate average",
+            "Averages the parameters of several checkpoints into a new model-only checkpoint (as fairseq's\n"
+            "average_checkpoints.py and onmt_average_models): the K newest that train --keep-last K kept in\n"
+            "RUNDIR/checkpoints/step-N (--run R --last K), or the directories given (--checkpoints A,B,C).\n"
+            "Translate with it: translate --run R --checkpoint OUT.");
+  args.option("run", "run directory (with --last)", &run);
+  args.option("last", "average the K newest checkpoints/step-N of --run", &last, 1, 1000000);
+  args.option("checkpoints", "comma-separated checkpoint directories", &list);
+  args.option("out", "the new checkpoint directory", &out, true);
+  if (!args.parse(argc, argv, 2)) return 0;
+  std::vector<std::string> inputs;
+  if (last > 0) {
+    if (run.empty() || !list.empty()) throw UsageError("qkgrad-translate average: --last needs --run (and no --checkpoints)");
+    const std::string dir = RunDir{run}.checkpoints();
+    inputs = kept_step_checkpoints(dir);
+    QKGRAD_CHECK(static_cast<int64_t>(inputs.size()) >= last, "average: ", dir, " has ", inputs.size(),
+                 " step-N checkpoints, fewer than --last ", last, " (train with --keep-last K to keep them)");
+    inputs.erase(inputs.begin(), inputs.end() - last);
+  } else {
+    if (list.empty()) throw UsageError("qkgrad-translate average: give --checkpoints A,B,... or --run R --last K");
+    for (std::size_t start = 0; start <= list.size();) {
+      const std::size_t end = std::min(list.find(',', start), list.size());
+      if (end > start) inputs.push_back(list.substr(start, end - start));
+      start = end + 1;
+    }
+  }
+  average_checkpoints(inputs, out);
+  std::printf("averaged %zu checkpoints (%s) into %s\n", inputs.size(), join(inputs, ", ").c_str(), out.c_str());
   return 0;
 }
 
@@ -287,7 +389,7 @@ int cmd_bleu(int argc, char** argv) {
 }
 
 int cmd_eval(int argc, char** argv) {
-  std::string run, split = "test", data, tokenize, device = "cpu";
+  std::string run, split = "test", data, tokenize, device = "cpu", checkpoint;
   BeamOptions beam;
   int64_t show = 0, max_length = 1024;
   Args args("qkgrad-translate eval", "Translates DATA/SPLIT.SRC and scores it against DATA/SPLIT.TGT (BLEU, chrF, with\n"
@@ -297,6 +399,7 @@ int cmd_eval(int argc, char** argv) {
   args.option("run", "run directory", &run, true);
   args.option("split", "which split: train, dev or test (DATA/SPLIT.SRC and DATA/SPLIT.TGT)", &split);
   args.option("data", "data directory (default: the one the run was trained on)", &data);
+  args.option("checkpoint", kCheckpointHelp, &checkpoint);
   args.option("beam", "beam size", &beam.beam, 1, 64);
   args.option("alpha", "GNMT length penalty exponent", &beam.alpha, 0, 10);
   args.choice("tokenize", "BLEU tokenisation (default: the run's, bleu_tokenize in options.json)", &tokenize, {"13a", "none"});
@@ -315,9 +418,10 @@ int cmd_eval(int argc, char** argv) {
     QKGRAD_CHECK(!refs[i].empty(), "eval: ", files.tgt, ":", i + 1, " is empty; BLEU needs a reference for every line ",
                  "(sacreBLEU refuses empty references too): remove that pair from both files");
   }
-  LoadedModel m = load_trained_model(run, on);
-  const std::vector<std::string> hyps =
-      translate_lines(m, sources, beam, [&](std::size_t i) { return cat(files.src, ":", i + 1); }, max_length);
+  LoadedModel m = load_trained_model(run, on, checkpoint);
+  LineTranslator translator(m, beam, max_length);
+  const std::vector<std::string> hyps = translator.translate_best(sources, files.src, 1);
+  translator.report_crops();
   std::string text;
   for (const auto& h : hyps) text += h + "\n";
   write_file_atomically(hyp_path, [&](std::FILE* f) { std::fputs(text.c_str(), f); });
@@ -332,7 +436,7 @@ int cmd_eval(int argc, char** argv) {
 }
 
 int cmd_grads(int argc, char** argv) {
-  std::string run, src, tgt, out, device = "cpu";
+  std::string run, src, tgt, out, device = "cpu", checkpoint;
   int64_t max_sentences = 8;
   double smoothing = 0.1;
   Args args("qkgrad-translate grads", "Runs one batch (the first sentences of --src/--tgt) with dropout off and writes the\n"
@@ -341,13 +445,14 @@ int cmd_grads(int argc, char** argv) {
   args.option("src", "source sentences", &src, true);
   args.option("tgt", "target sentences", &tgt, true);
   args.option("out", "output .safetensors file", &out, true);
+  args.option("checkpoint", kCheckpointHelp, &checkpoint);
   args.option("max-sentences", "sentences in the batch", &max_sentences, 1, 100000);
   args.option("label-smoothing", "label smoothing epsilon", &smoothing, 0, 1);
   args.choice("device", kDeviceHelp, &device, kDeviceChoices);
   if (!args.parse(argc, argv, 2)) return 0;
   const Device on = parse_device("qkgrad-translate grads", device);
   check_can_write(out, "grads: --out " + out);
-  LoadedModel m = load_trained_model(run, on);
+  LoadedModel m = load_trained_model(run, on, checkpoint);
   const ParallelCorpus corpus = read_parallel(src, tgt, 1 << 20);
   std::vector<Pair> pairs;
   std::vector<int64_t> indices;
@@ -363,13 +468,14 @@ int cmd_grads(int argc, char** argv) {
 }
 
 int cmd_attention(int argc, char** argv) {
-  std::string run, text, out, device = "cpu";
+  std::string run, text, out, device = "cpu", checkpoint;
   int64_t max_length = 128;
   Args args("qkgrad-translate attention",
             "Translates --text (greedy), then draws the attention probabilities of every layer and head:\n"
             "encoder self-attention, decoder self-attention and cross-attention, one SVG grid each.");
   args.option("run", "run directory", &run, true);
   args.option("text", "the source sentence", &text, true);
+  args.option("checkpoint", kCheckpointHelp, &checkpoint);
   args.option("out", "output prefix (default RUNDIR/attention): writes PREFIX-encoder.svg, -decoder.svg, -cross.svg", &out);
   args.option("max-length", "the longest --text drawn, in subwords (a heatmap has length^2 cells per head)", &max_length, 1,
               1024);
@@ -378,7 +484,7 @@ int cmd_attention(int argc, char** argv) {
   const Device on = parse_device("qkgrad-translate attention", device);
   if (out.empty()) out = run + "/attention";
   for (const char* part : {"-encoder.svg", "-decoder.svg", "-cross.svg"}) check_can_write(out + part, "attention: --out " + out);
-  LoadedModel m = load_trained_model(run, on);
+  LoadedModel m = load_trained_model(run, on, checkpoint);
   Seq2SeqTransformer& model = *m.model;
   const std::vector<int64_t> src = m.subwords->encode(normalize_spaces(text));
   QKGRAD_CHECK(!src.empty(), "attention: --text is empty");
@@ -438,7 +544,7 @@ int cmd_attention(int argc, char** argv) {
 
 
 int cmd_attention_stats(int argc, char** argv) {
-  std::string run, split = "test", data, out, device = "cpu";
+  std::string run, split = "test", data, out, device = "cpu", checkpoint;
   int64_t sentences = 0, batch_tokens = 2000, max_length = 1024;
   Args args("qkgrad-translate attention-stats",
             "How peaked is the attention? Runs the model teacher-forced on DATA/SPLIT (source, reference) and\n"
@@ -453,13 +559,14 @@ int cmd_attention_stats(int argc, char** argv) {
   args.option("batch-tokens", "padded tokens per batch", &batch_tokens, 16, 1000000);
   args.option("max-length", "skip pairs longer than this many subwords", &max_length, 1, 100000);
   args.option("out", "also write one JSON object per module to this file (JSON lines)", &out);
+  args.option("checkpoint", kCheckpointHelp, &checkpoint);
   args.choice("device", kDeviceHelp, &device, kDeviceChoices);
   if (!args.parse(argc, argv, 2)) return 0;
   const Device on = parse_device("qkgrad-translate attention-stats", device);
   if (!out.empty()) check_can_write(out, "attention-stats: --out " + out);
   const SplitFiles files = split_files_of_run(run, data, split);
   const ParallelCorpus corpus = read_parallel(files.src, files.tgt, 1 << 20);
-  LoadedModel m = load_trained_model(run, on);
+  LoadedModel m = load_trained_model(run, on, checkpoint);
   std::vector<Pair> pairs;
   int64_t skipped = 0;
   for (std::size_t i = 0; i < corpus.src.size(); ++i) {
@@ -500,6 +607,8 @@ constexpr Command kCommands[] = {
     {"train", "train a translation Transformer (QKNorm or scaled dot-product attention)", cmd_train},
     {"translate", "translate sentences (stdin or --input) with beam search", cmd_translate},
     {"eval", "translate a data split and report BLEU and chrF", cmd_eval},
+    {"score", "the model's log-probability of given translations (rescoring)", cmd_score},
+    {"average", "average the parameters of several checkpoints into a new one", cmd_average},
     {"bleu", "corpus BLEU and chrF of a hypothesis file against a reference", cmd_bleu},
     {"grads", "write one batch's loss and every gradient (safetensors) for cross-checks", cmd_grads},
     {"attention", "draw the attention of every layer and head for one sentence (SVG)", cmd_attention},
@@ -511,7 +620,7 @@ std::string usage() {
   std::string text = "usage: qkgrad-translate COMMAND [options]   (COMMAND --help for its options)\ncommands:\n";
   for (const Command& c : kCommands) text += cat("  ", c.name, std::string(17 - std::string(c.name).size(), ' '), c.summary, "\n");
   return text +
-         "train, translate, eval, grads, attention and attention-stats run the model on --device cpu|cuda\n"
+         "train, translate, eval, score, grads, attention and attention-stats run the model on --device cpu|cuda\n"
          "(default cpu; a run trained on one device loads on the other).\n";
 }
 
