@@ -1,10 +1,13 @@
 // qkgrad-translate's workflow as Marian, fairseq and OpenNMT users expect it (issue 20), one
 // test per item: resuming by run directory alone, config files and --dump-config; the
 // tokeniser a run remembers and the signatures of scores; one output line per input line;
-// n-best lists, score, --checkpoint, --keep-last and average, streaming translation.
+// n-best lists, score, --checkpoint, --keep-last and average, streaming translation; a
+// progress display that fits the terminal.
 #include <catch2/catch.hpp>
 
 #include <poll.h>
+#include <pty.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -338,4 +341,62 @@ TEST_CASE("workflow: n-best lists, score, --checkpoint, --keep-last with average
   ::close(from_child);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("workflow: the progress bar fits an 80-column terminal; off a terminal, timestamped lines every --log-every",
+          "[cli][workflow]") {
+  TempDir tmp;
+  write_corpus(tmp.path, 200);
+  const std::string args = " --preset tiny --vocab-size 30 --max-steps 40 --eval-every 20 --log-every 10 --threads 1";
+  // On a pseudo-terminal of 80 columns: every redraw fits in 79, with step/total, % and a bar.
+  int master = -1;
+  winsize ws{};
+  ws.ws_col = 80;
+  ws.ws_row = 24;
+  const pid_t pid = ::forkpty(&master, nullptr, nullptr, &ws);
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const std::string command = "exec " + kProgram + " train --data " + tmp.path + " --run " + tmp / "tty" + args;
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  std::string screen;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(master, buf, sizeof buf)) > 0;) screen.append(buf, static_cast<std::size_t>(n));
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ::close(master);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  std::size_t redraws = 0, longest = 0;
+  for (std::size_t start = 0; start < screen.size();) {
+    const std::size_t end = std::min(screen.find_first_of("\r\n", start), screen.size());
+    std::string segment = screen.substr(start, end - start);
+    for (std::size_t e; (e = segment.find("\x1b[K")) != std::string::npos;) segment.erase(e, 3);
+    if (segment.rfind("step ", 0) == 0 && segment.find(" [") != std::string::npos) {
+      ++redraws;
+      longest = std::max(longest, segment.size());
+    }
+    start = end + 1;
+  }
+  INFO(screen);
+  CHECK(redraws >= 30);
+  CHECK(longest <= 79);
+  CHECK_THAT(screen, Contains("step 35/40  88% [") && Contains("tok/s | ETA "));
+
+  // Off a terminal: no bar, one timestamped line every 10 steps.
+  const Result r = run("train --data " + tmp.path + " --run " + tmp / "pipe" + args);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.output, !Contains(" [#"));
+  std::istringstream lines(r.output);
+  int logged = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find(" step ") == std::string::npos || line.find("| epoch") == std::string::npos) continue;
+    ++logged;
+    CHECK(line.size() > 20);
+    CHECK(line[4] == '-');   // 2026-12-01 15:16:04 step 10/40 ...
+    CHECK(line[13] == ':');
+    CHECK(line.substr(19, 6) == " step ");
+  }
+  CHECK(logged == 4);
 }

@@ -123,6 +123,7 @@ void for_each_setting(Settings& s, Visit&& visit) {
   visit("max_steps", s.max_steps, Resume::may_change, Allowed{1, kSteps, {}});
   visit("max_minutes", s.max_minutes, Resume::may_change, Allowed{0, 1e7, {}});
   visit("eval_every", s.eval_every, Resume::may_change, Allowed{1, kSteps, {}});
+  visit("log_every", s.log_every, Resume::may_change, Allowed{1, kSteps, {}});
   visit("eval_sentences", s.eval_sentences, Resume::may_change, Allowed{0, kSteps, {}});
   visit("patience", s.patience, Resume::may_change, Allowed{1, 1000000, {}});
   visit("beam", s.beam, Resume::may_change, Allowed{1, 64, {}});

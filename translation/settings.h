@@ -41,6 +41,7 @@ struct RunSettings {
   int64_t max_steps = 100000;
   double max_minutes = 0;              // training minutes, resumes included (0: no time budget)
   int64_t eval_every = 1000;           // steps between dev evaluations
+  int64_t log_every = 50;              // steps between log lines (and metrics.jsonl's train_loss)
   int64_t eval_sentences = 500;        // dev sentences translated for BLEU at each evaluation (0: all)
   int64_t patience = 10;               // stop after this many evaluations without a better dev BLEU
   int64_t beam = 4;                    // beam search for dev BLEU ...

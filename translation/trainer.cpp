@@ -1,8 +1,10 @@
 #include "translation/trainer.h"
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <ctime>
 #include <cmath>
 #include <cstring>
 #include <algorithm>
@@ -297,27 +299,60 @@ LoopState from_trainer_state(const TrainerState& t, Optimizer& opt, LrSchedule& 
   return s;
 }
 
-// A one-line progress display on a terminal; plain log lines otherwise.
+// The progress display. On a terminal: one live line, redrawn at every step, with a bar,
+// step/total and %, the loss, tokens/s and the ETA, fitted to the terminal's width (read again
+// at every redraw, so a resize is followed; never wider, so it never wraps into new lines).
+// Log lines (every --log-every steps, timestamped) and messages scroll above it. Off a
+// terminal there is no live line: only the log lines and the messages.
 class Progress {
  public:
   Progress() : terminal_(::isatty(STDOUT_FILENO) == 1) {}
-  void show(const std::string& line, bool final_line) {
-    if (terminal_) {
-      std::printf("\r%-110s%s", line.c_str(), final_line ? "\n" : "");
-    } else if (final_line) {
-      std::printf("%s\n", line.c_str());
-    }
-    std::fflush(stdout);
-  }
-  void message(const std::string& text) {
-    if (terminal_) std::printf("\r%-110s\r", "");
-    std::printf("%s\n", text.c_str());
-    std::fflush(stdout);
-  }
   bool terminal() const { return terminal_; }
 
+  // The live line: `left`, a bar `fraction` full, `right`; only the bar shrinks to fit.
+  void live(const std::string& left, double fraction, const std::string& right) {
+    if (!terminal_) return;
+    const std::size_t width = columns() - 1;  // writing the last column wraps on some terminals
+    const std::size_t text = left.size() + right.size() + 4;  // " [" ... "] "
+    std::string line = left + " " + right;
+    if (width >= text + 10) {
+      const std::size_t bar = width - text;
+      const auto filled = static_cast<std::size_t>(std::clamp(fraction, 0.0, 1.0) * static_cast<double>(bar));
+      line = left + " [" + std::string(filled, '#') + std::string(bar - filled, '.') + "] " + right;
+    }
+    if (line.size() > width) line.resize(width);
+    std::printf("\r%s\x1b[K", line.c_str());  // ESC [ K: erase the rest of the old line
+    std::fflush(stdout);
+    live_shown_ = true;
+  }
+  void log(const std::string& line) { print_above(timestamp() + " " + line); }
+  void message(const std::string& text) { print_above(text); }
+
  private:
+  void print_above(const std::string& text) {
+    if (live_shown_) std::printf("\r\x1b[K");
+    std::printf("%s\n", text.c_str());
+    std::fflush(stdout);
+    live_shown_ = false;
+  }
+  static std::size_t columns() {
+    winsize ws{};
+    if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 20) return ws.ws_col;
+    const char* env = std::getenv("COLUMNS");
+    const long c = env ? std::strtol(env, nullptr, 10) : 0;
+    return c >= 20 ? static_cast<std::size_t>(c) : 80;
+  }
+  static std::string timestamp() {
+    const std::time_t now = std::time(nullptr);
+    std::tm local{};
+    ::localtime_r(&now, &local);
+    char text[32];
+    std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S", &local);
+    return text;
+  }
+
   bool terminal_;
+  bool live_shown_ = false;
 };
 
 // The outermost directory of `path` that does not exist yet ("" if `path` exists): what a new
@@ -551,7 +586,11 @@ class TrainingRun {
       // during that step: a resume would find the run finished and never evaluate it.
       const bool budget_reached = s_.step >= settings_.max_steps || out_of_time;
       if (s_.step % settings_.eval_every == 0 || budget_reached) {
-        if (evaluate_and_save()) break;  // patience
+        const Clock::time_point eval_start = Clock::now();
+        const bool patience_ended = evaluate_and_save();
+        last_eval_seconds_ = seconds_since(eval_start);
+        window_eval_seconds_ += last_eval_seconds_;
+        if (patience_ended) break;
       } else if (o_.save_every > 0 && s_.step % o_.save_every == 0) {
         save_last();
       }
@@ -746,23 +785,29 @@ class TrainingRun {
                                    : std::string("no checkpoint was saved: start again with a lower --lr")));
   }
 
-  // The progress line (on a terminal, every step) and, every 50 steps, a metrics line.
+  // The live line (on a terminal, every step) and, every --log-every steps, a log line and a
+  // metrics line. Tokens/s and the ETA count training time only: evaluations are left out of
+  // the window (eval_seconds_) and added to the ETA once per evaluation still to come.
   void log_progress() {
-    constexpr int64_t log_every = 50;
-    const bool log_line = s_.step % log_every == 0;
+    const bool log_line = s_.step % settings_.log_every == 0;
     if (!log_line && !progress_.terminal()) return;
     const double elapsed = s_.train_seconds;
-    const double window_seconds = std::max(seconds_since(window_start_), 1e-9);
+    const double window_seconds = std::max(seconds_since(window_start_) - window_eval_seconds_, 1e-9);
     const double tps = window_tokens_ / window_seconds;
-    const double steps_left = static_cast<double>(settings_.max_steps - s_.step);
-    double eta = steps_left * window_seconds / static_cast<double>(std::max<int64_t>(timed_steps_, 1));
-    if (settings_.max_minutes > 0) eta = std::min(eta, settings_.max_minutes * 60 - elapsed);
+    const int64_t steps_left = settings_.max_steps - s_.step;
+    const double evals_left = static_cast<double>(steps_left / settings_.eval_every + 1);
+    double eta = static_cast<double>(steps_left) * window_seconds / static_cast<double>(std::max<int64_t>(timed_steps_, 1)) +
+                 evals_left * last_eval_seconds_;
+    double done = static_cast<double>(s_.step) / static_cast<double>(settings_.max_steps);
+    if (settings_.max_minutes > 0) {  // the time budget may end the run first
+      eta = std::min(eta, settings_.max_minutes * 60 - elapsed);
+      done = std::max(done, elapsed / (settings_.max_minutes * 60));
+    }
     const double window_mean = s_.window_loss / static_cast<double>(std::max<int64_t>(s_.window_steps, 1));
-    const std::string line = cat("step ", s_.step, " | epoch ", s_.epoch + 1, " | loss ", fmt("%.3f", window_mean), " | ",
-                                 fmt("%.0f", tps), " tok/s | lr ", fmt("%.2e", opt_->lr()), " | elapsed ",
-                                 clock_text(elapsed), " | ETA ", clock_text(eta));
+    const std::string where = cat("step ", s_.step, "/", settings_.max_steps, " ", fmt("%3.0f", 100 * std::min(done, 1.0)), "%");
     if (!log_line) {
-      progress_.show(line, false);
+      progress_.live(where, done, cat("loss ", fmt("%.3f", window_mean), " | ", fmt("%.0f", tps), " tok/s | ETA ",
+                                      clock_text(std::max(eta, 0.0))));
       return;
     }
     Json m = Json::object();
@@ -775,9 +820,12 @@ class TrainingRun {
     m["elapsed_s"] = elapsed;
     m["g"] = current_gains();
     append_metrics(run_.metrics(), m, history_);
-    progress_.show(line, true);
+    progress_.log(cat(where, " | epoch ", s_.epoch + 1, " | loss ", fmt("%.3f", window_mean), " | ", fmt("%.0f", tps),
+                      " tok/s | lr ", fmt("%.2e", opt_->lr()), " | elapsed ", clock_text(elapsed), " | ETA ",
+                      clock_text(std::max(eta, 0.0))));
     window_start_ = Clock::now();
     window_tokens_ = 0;
+    window_eval_seconds_ = 0;
     timed_steps_ = 0;
     s_.window_loss = 0;
     s_.window_steps = 0;
@@ -896,6 +944,8 @@ class TrainingRun {
   double seconds_before_ = 0;
   double window_tokens_ = 0;  // for tokens/s and the ETA (s_.window_loss and s_.window_steps: the logged loss)
   int64_t timed_steps_ = 0;
+  double window_eval_seconds_ = 0;  // evaluation time inside the current window (left out of tokens/s)
+  double last_eval_seconds_ = 0;    // how long the last evaluation took (for the ETA)
 };
 
 }  // namespace

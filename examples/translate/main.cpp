@@ -195,6 +195,7 @@ int cmd_train(int argc, char** argv) {
   setting("warmup", "warmup", "warmup steps", &s.warmup);
   setting("schedule", "schedule", "learning-rate schedule after warmup: plateau = flat, x0.8 when dev BLEU stalls 3 times (the paper); cosine = decay to 0 at --max-steps", &s.schedule);
   setting("eval-every", "eval_every", "steps between dev evaluations", &s.eval_every);
+  setting("log-every", "log_every", "steps between log lines (timestamped; on a terminal a live bar runs between them)", &s.log_every);
   setting("eval-sentences", "eval_sentences", "dev sentences translated at each evaluation (0: all)", &s.eval_sentences);
   setting("patience", "patience", "stop after this many evaluations without a better dev BLEU", &s.patience);
   setting("label-smoothing", "label_smoothing", "label smoothing epsilon", &s.label_smoothing);
