@@ -173,6 +173,8 @@ std::optional<int> Args::parse_main(int argc, char** argv) {
 
 std::string Args::help() const { return app_.help(); }
 
+void Args::footer(const std::string& text) { app_.footer(text); }
+
 std::string Args::value_of(int argc, char** argv, int first, const std::string& name, const std::string& fallback) {
   CLI::App lenient;
   lenient.set_help_flag();  // --help is parse()'s

@@ -85,6 +85,8 @@ class Args {
   // after --help; 2 after printing a usage error to stderr), or nullopt to go on.
   std::optional<int> parse_main(int argc, char** argv);
   std::string help() const;
+  // Text printed after the options in --help (e.g. train's table of presets).
+  void footer(const std::string& text);
 
  private:
   CLI::Option* integer(CLI::Option* o, int64_t min, int64_t max);

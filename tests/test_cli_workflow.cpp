@@ -400,3 +400,60 @@ TEST_CASE("workflow: the progress bar fits an 80-column terminal; off a terminal
   }
   CHECK(logged == 4);
 }
+
+TEST_CASE("workflow: help and defaults: the presets listed, test flags hidden, --version, languages inferred or asked for",
+          "[cli][workflow]") {
+  Result r = run("train --help");
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.output, Contains("presets (--preset") && Contains("tiny        demo       small       paper") &&
+                           Contains("max_steps                 1000        3000      100000      100000") &&
+                           Contains("no time limit") && !Contains("inject-nan"));
+  r = run("--version");
+  CHECK(r.status == 0);
+  CHECK_THAT(r.output, Contains("qkgrad-translate 0.1.0"));
+
+  TempDir tmp;
+  fs::create_directories(tmp / "m30");
+  for (const char* split : {"train", "dev", "test"}) {
+    write(tmp / "m30/" + std::string(split) + ".de", "eins zwei\ndrei\n");
+    write(tmp / "m30/" + std::string(split) + ".en", "one two\nthree\n");
+  }
+  // Neither language given, and DATA is not es/en: both are asked for, naming what DATA has.
+  r = run("train --data " + tmp / "m30" + " --run " + tmp / "r" + " --preset tiny");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.output, Contains("has train.de, train.en; say which is the source") && Contains("--src de --tgt en"));
+  CHECK_FALSE(fs::exists(tmp / "r"));
+  // One given: the other is inferred (here the subwords then fail on the tiny corpus, after
+  // naming both files).
+  r = run("train --data " + tmp / "m30" + " --run " + tmp / "r" + " --preset tiny --tgt en --vocab-size 1000");
+  CHECK_THAT(r.output, Contains(tmp / "m30/train.de and " + tmp / "m30/train.en"));
+}
+
+TEST_CASE("workflow: --best-metric picks checkpoints/best by chrF or loss; the evaluation subset is stated; eval --split",
+          "[cli][workflow]") {
+  TempDir tmp;
+  write_corpus(tmp.path, 200);
+  Result r = run("train --data " + tmp.path + " --run " + tmp / "run" +
+                 " --preset tiny --vocab-size 30 --max-steps 40 --eval-every 20 --threads 1 --best-metric loss");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.output, Contains("BLEU and chrF (beam 4) on the first 100 (--eval-sentences; 0: all); checkpoints/best by dev loss") &&
+                           Contains("(best loss so far: saved)") && Contains("best dev loss "));
+  CHECK(options_of(tmp / "run").at("best_metric") == "loss");
+  // What picks "best" is part of the run: changing it on resume is refused.
+  r = run("train --run " + tmp / "run" + " --resume --max-steps 60 --best-metric bleu");
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output, Contains("says best_metric = \"loss\""));
+  r = run("train --data " + tmp.path + " --run " + tmp / "all" +
+          " --preset tiny --vocab-size 30 --max-steps 20 --eval-every 20 --threads 1 --eval-sentences 0 --best-metric chrf");
+  CHECK_THAT(r.output, Contains("on all of them; checkpoints/best by dev chrF"));
+  // eval --split names the splits there are.
+  r = run("eval --run " + tmp / "run" + " --split valid");
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output, Contains("--split valid: " + tmp / "valid.es" + " does not exist; " + tmp.path +
+                                " has the splits dev, test, train"));
+  // attention --out makes its folder.
+  r = run("attention --run " + tmp / "run" + " --text \"uno dos\" --out " + tmp / "new/folder/att");
+  CHECK(r.status == 0);
+  CHECK(fs::exists(tmp / "new/folder/att-cross.svg"));
+}

@@ -315,7 +315,7 @@ TEST_CASE("run safety: damaged trainer counters, oversized configs and another r
   resume.push_back("--resume");
 
   for (const auto& edit : std::vector<std::pair<std::string, std::string>>{
-           {"position", "-1"}, {"step", "-100"}, {"best_bleu", "nan"}, {"evals_since_best", "99999"}}) {
+           {"position", "-1"}, {"step", "-100"}, {"best_value", "nan"}, {"evals_since_best", "99999"}}) {
     const std::string key = edit.first, value = edit.second;  // (clang 14: no lambda captures of bindings)
     INFO(key << " = " << value);
     const std::string original = read(last + "/trainer.safetensors");

@@ -47,6 +47,7 @@ struct RunSettings {
   int64_t beam = 4;                    // beam search for dev BLEU ...
   double alpha = 0.6;                  // ... and its length penalty
   std::string bleu_tokenize = "13a";   // or none (pre-tokenised data)
+  std::string best_metric = "bleu";    // what picks checkpoints/best and counts patience: bleu, chrf or loss
   int64_t keep_last = 0;               // also keep the last K saves as checkpoints/step-N (0: none)
 
   // ---- where it trains (not part of the model: may change on --resume) ----
@@ -58,6 +59,9 @@ struct RunSettings {
 inline const std::vector<std::string> kPresets = {"tiny", "demo", "small", "paper"};
 bool is_preset(const std::string& name);
 RunSettings preset_settings(const std::string& name);
+
+// The presets side by side, one row per setting a preset sets (train --help prints it).
+std::string presets_table();
 
 // options.json: every setting under its own key (data as an absolute path, so that eval from
 // another directory finds it). from_json starts from `base` and takes every key the file has,

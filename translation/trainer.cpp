@@ -222,7 +222,7 @@ void write_curves(const RunDir& run, const History& h, const std::string& title)
 // The trainer state of a checkpoint: optimizer moments plus every counter of the loop.
 struct LoopState {
   int64_t step = 0, epoch = 0, position = 0;  // the next batch is epoch_order(epoch)[position]
-  double best_bleu = -1;
+  double best = -1;  // the best dev value of --best-metric so far (BLEU, chrF or loss); -1: none yet
   int64_t evals_since_best = 0;
   double tokens_seen = 0;
   int64_t skipped_batches = 0;  // batches skipped by the NaN guard (--on-nan skip)
@@ -247,7 +247,7 @@ TrainerState to_trainer_state(const LoopState& s, const Optimizer& opt, const Lr
   t.set_int("optimizer_steps", opt.steps());
   t.set_int("epoch", s.epoch);
   t.set_int("position", s.position);
-  t.set_double("best_bleu", s.best_bleu);
+  t.set_double("best_value", s.best);
   t.set_int("evals_since_best", s.evals_since_best);
   t.set_double("tokens_seen", s.tokens_seen);
   t.set_int("skipped_batches", s.skipped_batches);
@@ -280,7 +280,8 @@ LoopState from_trainer_state(const TrainerState& t, Optimizer& opt, LrSchedule& 
   s.step = get_count(t, "step");
   s.epoch = get_count(t, "epoch");
   s.position = get_count(t, "position", batches_per_epoch);
-  s.best_bleu = get_finite(t, "best_bleu", -1, 100);  // -1: no evaluation yet
+  // -1: no evaluation yet. Checkpoints of older versions (whose best was always BLEU) say best_bleu.
+  s.best = t.values.count("best_value") ? get_finite(t, "best_value", -1, kHuge) : get_finite(t, "best_bleu", -1, 100);
   s.evals_since_best = get_count(t, "evals_since_best", s.step);
   s.tokens_seen = get_finite(t, "tokens_seen", 0, kHuge);
   s.skipped_batches = get_count(t, "skipped_batches");
@@ -468,11 +469,27 @@ void check_resumed_options(const RunDir& run, const Json& now) {
   }
 }
 
+// --best-metric: which dev value picks checkpoints/best and counts patience (and drives the
+// plateau schedule): BLEU (the paper's), chrF, or the dev loss (lower is better).
+std::string metric_name(const RunSettings& p) { return p.best_metric == "bleu" ? "BLEU" : p.best_metric == "chrf" ? "chrF" : "loss"; }
+double metric_value(const Evaluation& e, const RunSettings& p) {
+  return p.best_metric == "bleu" ? e.bleu : p.best_metric == "chrf" ? e.chrf : e.loss;
+}
+bool improves(double value, double best, const RunSettings& p) {
+  if (best < 0) return true;  // the first evaluation
+  return p.best_metric == "loss" ? value < best : value > best;
+}
+std::string best_text(const LoopState& s, const RunSettings& p) {
+  if (s.best < 0) return cat("no dev ", metric_name(p), " yet");
+  return cat("best dev ", metric_name(p), " ", fmt(p.best_metric == "loss" ? "%.3f" : "%.2f", s.best));
+}
+
 // Why a resumed run has nothing left to do under the current budgets, or "" if it has.
 std::string finished_because(const LoopState& s, const RunSettings& p) {
   if (s.step >= p.max_steps) return cat("it reached the step budget (--max-steps ", p.max_steps, ")");
   if (s.evals_since_best >= p.patience) {
-    return cat("of patience (", s.evals_since_best, " evaluations without a better dev BLEU; --patience ", p.patience, ")");
+    return cat("of patience (", s.evals_since_best, " evaluations without a better dev ", metric_name(p), "; --patience ",
+               p.patience, ")");
   }
   if (p.max_minutes > 0 && s.train_seconds >= p.max_minutes * 60) {
     return cat("it used its time budget (", fmt("%.1f", s.train_seconds / 60), " of --max-minutes ", p.max_minutes, ")");
@@ -565,6 +582,13 @@ class TrainingRun {
                           config_.ffn, ", ", settings_.attention, " attention, on ", device_name(model_->device()), "; ",
                           plan_->batches_per_epoch(), " batches of <= ", settings_.batch_tokens, " tokens per epoch; lr: ",
                           schedule_->describe()));
+    const std::size_t dev = data_.dev.size();
+    const auto scored = settings_.eval_sentences > 0 ? std::min<std::size_t>(dev, static_cast<std::size_t>(settings_.eval_sentences)) : dev;
+    progress_.message(cat("budget: ", settings_.max_steps, " steps", settings_.max_minutes > 0 ? cat(" or ", settings_.max_minutes, " minutes") : std::string(" (no time limit)"),
+                          ", patience ", settings_.patience, " evaluations; every ", settings_.eval_every,
+                          " steps: dev loss on all ", dev, " dev pairs, BLEU and chrF (beam ", settings_.beam, ") on ",
+                          scored == dev ? cat("all of them") : cat("the first ", scored, " (--eval-sentences; 0: all)"),
+                          "; checkpoints/best by dev ", metric_name(settings_)));
     check_signal("building the model");
     return true;
   }
@@ -693,7 +717,7 @@ class TrainingRun {
     }
     if (const std::string why = finished_because(s_, settings_); !why.empty()) {
       progress_.message(cat(o_.run_dir, " is finished: it stopped at step ", s_.step, " because ", why,
-                            "; best dev BLEU ", fmt("%.2f", s_.best_bleu), ". Nothing to do (to train on, raise that budget)"));
+                            "; ", best_text(s_, settings_), ". Nothing to do (to train on, raise that budget)"));
       return false;
     }
     int64_t dropped_partial = 0;
@@ -835,10 +859,11 @@ class TrainingRun {
   // ends the run.
   bool evaluate_and_save() {
     const Evaluation e = evaluate(*model_, data_, *subwords_, settings_);
-    schedule_->report(e.bleu);
-    const bool better = e.bleu > s_.best_bleu;
+    const double value = metric_value(e, settings_);
+    schedule_->report(settings_.best_metric == "loss" ? -value : value);  // higher is better
+    const bool better = improves(value, s_.best, settings_);
     if (better) {
-      s_.best_bleu = e.bleu;
+      s_.best = value;
       s_.evals_since_best = 0;
       save(run_.best(), nullptr);
     } else {
@@ -854,10 +879,10 @@ class TrainingRun {
     append_metrics(run_.metrics(), m, history_);
     progress_.message(cat("eval at step ", s_.step, ": dev loss ", fmt("%.3f", e.loss), ", ", e.bleu_line, ", chrF ",
                           fmt("%.1f", e.chrf),
-                          better ? " (best so far: saved)" : cat(" (best ", fmt("%.2f", s_.best_bleu), ")")));
+                          better ? cat(" (best ", metric_name(settings_), " so far: saved)") : cat(" (", best_text(s_, settings_), ")")));
     save_last();
     if (s_.evals_since_best < settings_.patience) return false;
-    stop_reason_ = cat("patience (", settings_.patience, " evaluations without a better dev BLEU)");
+    stop_reason_ = cat("patience (", settings_.patience, " evaluations without a better dev ", metric_name(settings_), ")");
     return true;
   }
 
@@ -909,7 +934,7 @@ class TrainingRun {
       return 128 + signal;
     }
     progress_.message(cat("stopped at step ", s_.step, " after ", clock_text(s_.train_seconds), " because of ", stop_reason_,
-                          "; best dev BLEU ", fmt("%.2f", s_.best_bleu), ". Checkpoints: ", run_.best(), ", ",
+                          "; ", best_text(s_, settings_), ". Checkpoints: ", run_.best(), ", ",
                           run_.last(), "; curves: ", run_.curves()));
     return 0;
   }

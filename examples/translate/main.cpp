@@ -73,7 +73,22 @@ SplitFiles split_files_of_run(const std::string& run, std::string data, const st
                    rd.options().c_str(), data.c_str());
     }
   }
-  return {data + "/" + split + "." + options.src, data + "/" + split + "." + options.tgt, options.bleu_tokenize};
+  SplitFiles files{data + "/" + split + "." + options.src, data + "/" + split + "." + options.tgt, options.bleu_tokenize};
+  if (!std::filesystem::exists(files.src) || !std::filesystem::exists(files.tgt)) {
+    std::vector<std::string> splits;  // every NAME with both NAME.SRC and NAME.TGT in DATA
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(data, ec)) {
+      const std::filesystem::path p = entry.path();
+      if (p.extension() == "." + options.src && std::filesystem::exists(p.parent_path() / (p.stem().string() + "." + options.tgt))) {
+        splits.push_back(p.stem().string());
+      }
+    }
+    std::sort(splits.begin(), splits.end());
+    fail(cat("--split ", split, ": ", std::filesystem::exists(files.src) ? files.tgt : files.src, " does not exist; ", data,
+             splits.empty() ? cat(" has no NAME.", options.src, " with NAME.", options.tgt)
+                            : cat(" has the splits ", join(splits, ", "))));
+  }
+  return files;
 }
 
 // The lines of --input, or of stdin: the same checks (UTF-8, no NUL bytes) and line endings.
@@ -125,10 +140,11 @@ int cmd_prepare_bible(int argc, char** argv) {
 // What train's flags change, in this order: a resumed run's options.json, or else the preset
 // (--preset, else the one --config names, else small); then --config's values. (A lenient
 // first pass reads --run, --resume, --config and --preset; the full pass checks them.)
-RunSettings train_base_settings(int argc, char** argv) {
+RunSettings train_base_settings(int argc, char** argv, Json& config_file) {
   const std::string run = Args::value_of(argc, argv, 2, "run", "");
   const std::string config = Args::value_of(argc, argv, 2, "config", "");
-  const Json file = config.empty() ? Json::object() : read_config_file(config);
+  config_file = config.empty() ? Json::object() : read_config_file(config);
+  const Json& file = config_file;
   RunSettings s;
   if (Args::has_flag(argc, argv, 2, "resume") && !run.empty()) {
     const RunDir rd{run};
@@ -143,9 +159,52 @@ RunSettings train_base_settings(int argc, char** argv) {
   return from_json(file, config, s);
 }
 
+// The language pairs of DATA: the suffixes X of its DATA/train.X files.
+std::vector<std::string> train_languages(const std::string& data) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(data, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("train.", 0) == 0 && name.size() > 6 && entry.is_regular_file(ec)) found.push_back(name.substr(6));
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+// --src and --tgt where they were not given (nor set by --config): a new run's pair must be
+// in DATA. One given: the other is DATA's only other language. Neither: the defaults es → en
+// if DATA holds exactly those, otherwise DATA's languages are named and both must be given
+// (a direction cannot be guessed).
+void infer_languages(RunSettings& s, bool src_given, bool tgt_given) {
+  if (src_given && tgt_given) return;
+  const std::vector<std::string> langs = train_languages(s.data_dir);
+  if (langs.empty()) return;  // no train.* at all: reading the corpus says what is missing
+  auto other_than = [&](const std::string& lang) {
+    std::vector<std::string> rest;
+    for (const auto& l : langs) if (l != lang) rest.push_back(l);
+    return rest;
+  };
+  const std::string have = cat(s.data_dir, " has train.", join(langs, ", train."));
+  if (src_given || tgt_given) {
+    std::string& missing = src_given ? s.tgt : s.src;
+    const std::vector<std::string> rest = other_than(src_given ? s.src : s.tgt);
+    if (rest.size() != 1) {
+      throw UsageError(cat("qkgrad-translate train: ", src_given ? "--tgt" : "--src", " cannot be inferred: ", have,
+                           "; give it"));
+    }
+    missing = rest.front();
+    return;
+  }
+  const RunSettings defaults;
+  if (langs == std::vector<std::string>{std::min(defaults.src, defaults.tgt), std::max(defaults.src, defaults.tgt)}) return;
+  throw UsageError(cat("qkgrad-translate train: ", have, "; say which is the source and which the target with --src and --tgt",
+                       langs.size() == 2 ? cat(" (e.g. --src ", langs[0], " --tgt ", langs[1], ")") : std::string()));
+}
+
 int cmd_train(int argc, char** argv) {
   TrainOptions o;
-  o.settings = train_base_settings(argc, argv);
+  Json config_file;
+  o.settings = train_base_settings(argc, argv, config_file);
   RunSettings& s = o.settings;
   std::string config;
   bool dump_config = false;
@@ -161,8 +220,8 @@ int cmd_train(int argc, char** argv) {
               &config);
   args.flag("dump-config", "print the resolved settings in --config's form and exit", &dump_config);
   args.option("data", "directory with train/dev/test.{SRC,TGT} (required for a new run)", &s.data_dir);
-  args.option("src", "source language suffix", &s.src);
-  args.option("tgt", "target language suffix", &s.tgt);
+  CLI::Option* src_flag = args.option("src", "source language suffix (default: inferred from DATA/train.*)", &s.src);
+  CLI::Option* tgt_flag = args.option("tgt", "target language suffix (default: inferred from DATA/train.*)", &s.tgt);
   args.option("run", "run directory (created; required unless --dump-config)", &o.run_dir);
   // A setting's flag: its range or choices are those of its key in the settings table.
   auto setting = [&](const std::string& flag, const char* key, const std::string& help, auto* target) {
@@ -193,25 +252,28 @@ int cmd_train(int argc, char** argv) {
   setting("batch-tokens", "batch_tokens", "padded tokens per batch", &s.batch_tokens);
   setting("lr", "lr", "peak learning rate", &s.lr);
   setting("warmup", "warmup", "warmup steps", &s.warmup);
-  setting("schedule", "schedule", "learning-rate schedule after warmup: plateau = flat, x0.8 when dev BLEU stalls 3 times (the paper); cosine = decay to 0 at --max-steps", &s.schedule);
+  setting("schedule", "schedule", "learning-rate schedule after warmup: plateau = flat, x0.8 when the dev --best-metric stalls 3 times (the paper: BLEU); cosine = decay to 0 at --max-steps", &s.schedule);
   setting("eval-every", "eval_every", "steps between dev evaluations", &s.eval_every);
   setting("log-every", "log_every", "steps between log lines (timestamped; on a terminal a live bar runs between them)", &s.log_every);
   setting("eval-sentences", "eval_sentences", "dev sentences translated at each evaluation (0: all)", &s.eval_sentences);
-  setting("patience", "patience", "stop after this many evaluations without a better dev BLEU", &s.patience);
+  setting("patience", "patience", "stop after this many evaluations without a better dev --best-metric", &s.patience);
   setting("label-smoothing", "label_smoothing", "label smoothing epsilon", &s.label_smoothing);
   setting("clip", "clip", "global gradient-norm clip", &s.clip);
   setting("beam", "beam", "beam size for dev BLEU", &s.beam);
   setting("alpha", "alpha", "length penalty for dev BLEU", &s.alpha);
   setting("max-length", "max_length", "drop training pairs longer than this many subwords", &s.max_length);
   setting("bleu-tokenize", "bleu_tokenize", "BLEU tokenisation (none for pre-tokenised data)", &s.bleu_tokenize);
+  setting("best-metric", "best_metric", "the dev value that picks checkpoints/best, counts --patience and drives the plateau schedule", &s.best_metric);
   setting("keep-last", "keep_last", "also keep the last K saves as RUNDIR/checkpoints/step-N (for `average`; 0: none)", &s.keep_last);
   args.choice("device", kDeviceHelp, &s.device, kDeviceChoices);
   args.option("threads", "CPU threads (default: all)", &o.threads, 1, 4096);
   args.option("save-every", "also save RUNDIR/checkpoints/last every N steps (0: at evaluations only)", &o.save_every, 0,
               int64_t{1} << 40);
   args.flag("resume", "continue the run in --run from its last checkpoint", &o.resume);
-  args.option("inject-nan-at-step", "testing: pretend the loss of this step is NaN", &o.inject_nan_at_step, 0, int64_t{1} << 40);
+  args.option("inject-nan-at-step", "testing: pretend the loss of this step is NaN", &o.inject_nan_at_step, 0, int64_t{1} << 40)
+      ->group("");  // for the tests of the NaN guard: not in --help
   args.choice("on-nan", "a non-finite loss or gradient: stop (after saving the last good state) or skip the batch", &o.on_nan, {"stop", "skip"});
+  args.footer(presets_table());
   if (!args.parse(argc, argv, 2)) return 0;
   if (dump_config) {
     std::fputs(to_config_text(s).c_str(), stdout);
@@ -220,6 +282,9 @@ int cmd_train(int argc, char** argv) {
   if (o.run_dir.empty()) throw UsageError("qkgrad-translate train: --run is required (see --help)");
   if (s.data_dir.empty()) {
     throw UsageError("qkgrad-translate train: --data is required for a new run (or data = \"DIR\" in --config; see --help)");
+  }
+  if (!o.resume) {
+    infer_languages(s, src_flag->count() > 0 || config_file.contains("src"), tgt_flag->count() > 0 || config_file.contains("tgt"));
   }
   return train(o);
 }
@@ -484,6 +549,10 @@ int cmd_attention(int argc, char** argv) {
   if (!args.parse(argc, argv, 2)) return 0;
   const Device on = parse_device("qkgrad-translate attention", device);
   if (out.empty()) out = run + "/attention";
+  if (const auto folder = std::filesystem::path(out).parent_path(); !folder.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(folder, ec);  // a failure: check_can_write names it
+  }
   for (const char* part : {"-encoder.svg", "-decoder.svg", "-cross.svg"}) check_can_write(out + part, "attention: --out " + out);
   LoadedModel m = load_trained_model(run, on, checkpoint);
   Seq2SeqTransformer& model = *m.model;
@@ -618,7 +687,7 @@ constexpr Command kCommands[] = {
 };
 
 std::string usage() {
-  std::string text = "usage: qkgrad-translate COMMAND [options]   (COMMAND --help for its options)\ncommands:\n";
+  std::string text = "usage: qkgrad-translate COMMAND [options]   (COMMAND --help for its options; --version)\ncommands:\n";
   for (const Command& c : kCommands) text += cat("  ", c.name, std::string(17 - std::string(c.name).size(), ' '), c.summary, "\n");
   return text +
          "train, translate, eval, score, grads, attention and attention-stats run the model on --device cpu|cuda\n"
@@ -633,6 +702,10 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string command = argv[1];
+  if (command == "--version") {
+    std::printf("qkgrad-translate %s (qkgrad %s)\n", QKGRAD_VERSION, QKGRAD_VERSION);
+    return 0;
+  }
   const auto found = std::find_if(std::begin(kCommands), std::end(kCommands), [&](const Command& c) { return command == c.name; });
   if (found == std::end(kCommands)) {
     std::fprintf(stderr, "qkgrad-translate: unknown command '%s'\n%s", command.c_str(), usage().c_str());
