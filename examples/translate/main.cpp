@@ -165,7 +165,7 @@ std::vector<std::string> train_languages(const std::string& data) {
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(data, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind("train.", 0) == 0 && name.size() > 6 && entry.is_regular_file(ec)) found.push_back(name.substr(6));
+    if (name.rfind("train.", 0) == 0 && name.size() > 6) found.push_back(name.substr(6));  // reading checks its kind
   }
   std::sort(found.begin(), found.end());
   return found;
@@ -178,7 +178,7 @@ std::vector<std::string> train_languages(const std::string& data) {
 void infer_languages(RunSettings& s, bool src_given, bool tgt_given) {
   if (src_given && tgt_given) return;
   const std::vector<std::string> langs = train_languages(s.data_dir);
-  if (langs.empty()) return;  // no train.* at all: reading the corpus says what is missing
+  if (langs.size() < 2) return;  // not even a pair: reading the corpus says what is missing
   auto other_than = [&](const std::string& lang) {
     std::vector<std::string> rest;
     for (const auto& l : langs) if (l != lang) rest.push_back(l);
