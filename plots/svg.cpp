@@ -391,9 +391,13 @@ std::string hex(const Rgb& colour) {
 }
 
 // The colour of a value: clamped to [0, 1], interpolated between the two nearest stops.
+// A probability's place on the colour scale: its square root, so that diffuse attention (rows
+// of many small probabilities, 0.02 each) stays visible instead of fading into white.
+double scale_position(double value) { return std::sqrt(std::clamp(value, 0.0, 1.0)); }
+
 std::string colour_of(double value) {
   if (std::isnan(value)) return std::string(kNanColour);
-  const double v = std::clamp(value, 0.0, 1.0) * static_cast<double>(kScale.size() - 1);  // [0, 2]
+  const double v = scale_position(value) * static_cast<double>(kScale.size() - 1);  // [0, 2]
   const std::size_t stop = std::min<std::size_t>(static_cast<std::size_t>(v), kScale.size() - 2);
   const double t = v - static_cast<double>(stop);
   const Rgb& a = kScale[stop];
@@ -516,7 +520,7 @@ bool has_nan(const std::vector<Heatmap>& maps) {
 
 // The colour scale under the document title: a gradient bar with the same stops as the cells,
 // ticks at 0, 0.5 and 1, and what rows and columns mean.
-std::string colour_legend(bool show_nan) {
+std::string colour_legend(bool show_nan, const std::string& axes) {
   const double x = 20, y = 48, width = 200, height = 10;
   std::string out = "<defs><linearGradient id=\"scale\" x1=\"0\" y1=\"0\" x2=\"1\" y2=\"0\">";
   for (std::size_t i = 0; i < kScale.size(); ++i) {
@@ -525,13 +529,13 @@ std::string colour_legend(bool show_nan) {
   }
   out += "</linearGradient></defs>\n";
   out += rect(x, y, width, height, "fill=\"url(#scale)\" stroke=\"#999\" stroke-width=\"0.5\"");
-  const std::array<std::pair<double, std::string_view>, 3> ticks = {
-      {{0.0, "0"}, {0.5, "0.5"}, {1.0, "1"}}};
+  const std::array<std::pair<double, std::string_view>, 5> ticks = {
+      {{0.0, "0"}, {0.05, "0.05"}, {0.25, "0.25"}, {0.5, "0.5"}, {1.0, "1"}}};
   for (const auto& [value, label] : ticks) {
-    out +=
-        text(x + value * width, y + height + 11, "text-anchor=\"middle\" font-size=\"9\"", label);
+    out += text(x + scale_position(value) * width, y + height + 11, "text-anchor=\"middle\" font-size=\"9\"",
+                label);
   }
-  std::string note = "rows: queries, columns: keys";
+  std::string note = axes + " (square-root colour scale)";
   if (show_nan) note += "; grey: NaN";
   out += text(x + width + 12, y + 9, "font-size=\"10\" fill=\"#444\"", note);
   return out;
@@ -640,7 +644,8 @@ std::string line_charts(const std::string& title, const std::vector<Panel>& pane
   return out + "</svg>\n";
 }
 
-std::string heatmap_grid(const std::string& title, const std::vector<Heatmap>& maps, int columns) {
+std::string heatmap_grid(const std::string& title, const std::vector<Heatmap>& maps, int columns,
+                         const std::string& axes) {
   QKGRAD_CHECK(columns >= 1, "heatmap_grid: columns must be at least 1, got ", columns);
   for (std::size_t i = 0; i < maps.size(); ++i) check_sizes(maps[i], i);
 
@@ -654,7 +659,7 @@ std::string heatmap_grid(const std::string& title, const std::vector<Heatmap>& m
 
   std::string out = document_start(title, width, height);
   out += text(left, 28, "class=\"title\" font-size=\"17\" font-weight=\"bold\"", title);
-  out += colour_legend(has_nan(maps));
+  out += colour_legend(has_nan(maps), axes);
   if (maps.empty()) {
     out += text(left, kHeatmapHeader + 20, "class=\"no-data\" font-size=\"13\" fill=\"#999\"",
                 "no data");

@@ -53,10 +53,13 @@ struct Heatmap {
 };
 
 // A grid of heatmaps under one `title`, `columns` per row (columns >= 1). Cells go from white
-// (0) to dark blue (1) on one colour scale, shown once at the top; values outside [0, 1] are
-// clamped and NaN cells are grey. Row labels sit on the left, column labels below, rotated.
+// (0) to dark blue (1) on one colour scale, shown once at the top with `axes` (what rows and
+// columns are); the colour follows the square root of the value, so that diffuse attention
+// stays visible. Values outside [0, 1] are clamped and NaN cells are grey. Row labels sit on
+// the left, column labels below, rotated; with many tokens only every n-th is labelled.
 // Throws qkgrad::Error naming the heatmap when the sizes of values and labels disagree.
-std::string heatmap_grid(const std::string& title, const std::vector<Heatmap>& maps, int columns);
+std::string heatmap_grid(const std::string& title, const std::vector<Heatmap>& maps, int columns,
+                         const std::string& axes = "rows: queries, columns: keys");
 
 // ---- Files ---------------------------------------------------------------------------------
 

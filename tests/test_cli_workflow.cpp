@@ -457,3 +457,25 @@ TEST_CASE("workflow: --best-metric picks checkpoints/best by chrF or loss; the e
   CHECK(r.status == 0);
   CHECK(fs::exists(tmp / "new/folder/att-cross.svg"));
 }
+
+TEST_CASE("workflow: curves put train and dev loss on one panel, mark the best checkpoint, and skip QKNorm's panel "
+          "without QKNorm", "[cli][workflow]") {
+  TempDir tmp;
+  write_corpus(tmp.path, 200);
+  for (const char* attn : {"qknorm", "scaled_dot"}) {
+    const std::string run_dir = tmp / attn;
+    const Result r = run("train --data " + tmp.path + " --run " + run_dir + " --attn " + attn +
+                         " --preset tiny --vocab-size 30 --max-steps 100 --eval-every 50 --threads 1");
+    REQUIRE(r.status == 0);
+    const std::string svg = read(run_dir + "/curves.svg");
+    INFO(attn);
+    CHECK_THAT(svg, Contains("loss per target token") && Contains("train (label-smoothed)") &&
+                        Contains("dev BLEU and chrF") && Contains("learning rate") &&
+                        Contains("checkpoints/best (step ") && !Contains("no data"));
+    if (std::string(attn) == "qknorm") {
+      CHECK_THAT(svg, Contains("QKNorm gain g") && Contains(">encoder 0 self<") && Contains(">decoder 0 cross<"));
+    } else {
+      CHECK_THAT(svg, !Contains("QKNorm gain g"));
+    }
+  }
+}

@@ -570,6 +570,10 @@ TEST_CASE("svg: heatmap_grid draws one cell per value with escaped token labels"
   CHECK_THAT(scale, Contains("fill=\"#ffffff\"/>") && Contains("fill=\"#08306b\"/>") &&
                         Contains("grey: NaN"));
   CHECK(count(scale, "fill=\"#08306b\"/>") == 2);
+  // The square-root scale: 0.25 sits in the middle (the middle colour), so faint attention
+  // shows; the axes are named as the caller says.
+  const std::string faint = svg::heatmap_grid("faint", {svg::Heatmap{"m", {"q"}, {"a"}, {{0.25}}}}, 1, "rows = target");
+  CHECK_THAT(faint, Contains("fill=\"#6baed6\"/>") && Contains("rows = target (square-root colour scale)"));
 }
 
 TEST_CASE("svg: heatmap_grid handles many tokens and no maps", "[svg]") {

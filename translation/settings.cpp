@@ -109,6 +109,9 @@ void for_each_setting(Settings& s, Visit&& visit) {
   visit("heads", s.heads, Resume::fixed, Allowed{1, 256, {}});
   visit("ffn", s.ffn, Resume::fixed, Allowed{1, 65536, {}});
   visit("vocab_size", s.vocab_size, Resume::fixed, Allowed{8, 1000000, {}});
+  visit("qknorm_gain", s.qknorm_gain, Resume::fixed, Allowed{0, 0, {"shared", "per_head"}});
+  visit("fixnorm", s.fixnorm, Resume::fixed, Allowed{0, 0, {"on", "off"}});
+  visit("dtype", s.dtype, Resume::fixed, Allowed{0, 0, {"f32", "f64"}});
   visit("dropout", s.dropout, Resume::may_change, Allowed{0, 0.99, {}});
   visit("attention_dropout", s.attention_dropout, Resume::may_change, Allowed{0, 0.99, {}});
   visit("ffn_dropout", s.ffn_dropout, Resume::may_change, Allowed{0, 0.99, {}});
@@ -344,6 +347,9 @@ TransformerConfig model_config(const RunSettings& s, int64_t vocab, const std::s
   c.attention = s.attention == "qknorm" ? AttentionMode::qknorm : AttentionMode::scaled_dot;
   c.norm = s.norm == "layer_norm" ? NormType::layer_norm : NormType::scale_norm;
   c.qknorm_length = std::max(L, 2.0);
+  c.per_head_g = s.qknorm_gain == "per_head";
+  c.fixnorm = s.fixnorm == "on";
+  c.dtype = s.dtype == "f64" ? DType::f64 : DType::f32;
   c.dropout = s.dropout;
   c.attention_dropout = s.attention_dropout;
   c.ffn_dropout = s.ffn_dropout;

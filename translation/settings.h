@@ -26,6 +26,9 @@ struct RunSettings {
   std::string norm = "layer_norm";     // or scale_norm
   int64_t layers = 3, d_model = 256, heads = 4, ffn = 1024;  // layers: of the encoder and of the decoder
   int64_t vocab_size = 8000;           // joint SentencePiece pieces
+  std::string qknorm_gain = "shared";  // QKNorm's g: one per attention module (the paper), or per_head
+  std::string fixnorm = "on";          // FixNorm: unit-length tied embeddings (on, the paper's), or off
+  std::string dtype = "f32";           // the parameters' and activations' type: f32, or f64 (slow; for checks)
 
   // ---- the recipe ----
   double dropout = 0.1, attention_dropout = 0.1, ffn_dropout = 0.1, word_dropout = 0.1;

@@ -22,6 +22,7 @@
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "io/json.h"
+#include "io/text.h"
 #include "nn/optim.h"
 #include "nn/schedule.h"
 #include "ops/ops.h"
@@ -146,14 +147,16 @@ Evaluation evaluate(Seq2SeqTransformer& model, const EncodedData& data, const Su
 
 // The metrics history: kept in memory for the curves, appended to metrics.jsonl as it grows.
 struct History {
-  std::vector<std::pair<double, double>> train_loss, dev_loss, dev_bleu;
+  std::vector<std::pair<double, double>> train_loss, dev_loss, dev_bleu, dev_chrf, lr;
   std::map<std::string, std::vector<std::pair<double, double>>> gains;
 
   void record(const JsonFields& line) {
     const double step = line.number("step");
     if (line.has("train_loss")) train_loss.emplace_back(step, line.number("train_loss"));
+    if (line.has("train_loss") && line.has("lr")) lr.emplace_back(step, line.number("lr"));
     if (line.has("dev_loss")) dev_loss.emplace_back(step, line.number("dev_loss"));
     if (line.has("dev_bleu")) dev_bleu.emplace_back(step, line.number("dev_bleu"));
+    if (line.has("dev_chrf")) dev_chrf.emplace_back(step, line.number("dev_chrf"));
     if (line.has("g")) {
       const JsonFields g = line.object("g");
       for (const auto& [name, value] : g.json().items()) gains[name].emplace_back(step, g.number(name));
@@ -208,14 +211,49 @@ void append_metrics(const std::string& path, const Json& line, History& history)
                "; free some disk space and continue with --resume");
 }
 
-void write_curves(const RunDir& run, const History& h, const std::string& title) {
+// "encoder.layers.0.self_attn.g" -> "encoder 0 self": legend names short enough to read whole.
+std::string gain_series_name(const std::string& parameter) {
+  std::vector<std::string> words;
+  std::size_t start = 0;
+  while (start <= parameter.size()) {
+    const std::size_t end = std::min(parameter.find('.', start), parameter.size());
+    std::string part = parameter.substr(start, end - start);
+    if (part.size() > 5 && part.compare(part.size() - 5, 5, "_attn") == 0) part.resize(part.size() - 5);
+    if (part != "layers" && part != "g" && !part.empty()) words.push_back(part);
+    start = end + 1;
+  }
+  return join(words, " ");
+}
+
+// The step of the best dev value of `metric` (the first, as the trainer keeps the first), and it.
+std::optional<std::pair<double, double>> best_point(const History& h, const std::string& metric) {
+  const auto& series = metric == "bleu" ? h.dev_bleu : metric == "chrf" ? h.dev_chrf : h.dev_loss;
+  std::optional<std::pair<double, double>> best;
+  for (const auto& point : series) {
+    if (!best || (metric == "loss" ? point.second < best->second : point.second > best->second)) best = point;
+  }
+  return best;
+}
+
+// curves.svg: train and dev loss on one panel (to see overfitting), dev BLEU and chrF with the
+// point checkpoints/best was saved at, the learning rate, and QKNorm's gains (QKNorm runs only).
+void write_curves(const RunDir& run, const History& h, const std::string& title, const std::string& best_metric) {
   std::vector<svg::Panel> panels;
-  panels.push_back({"training loss (per target token)", "step", "loss", {{"train", h.train_loss}}});
-  panels.push_back({"dev loss (per target token)", "step", "loss", {{"dev", h.dev_loss}}});
-  panels.push_back({"dev BLEU", "step", "BLEU", {{"dev BLEU", h.dev_bleu}}});
-  svg::Panel gains{"QKNorm gain g of each attention module", "step", "g", {}};
-  for (const auto& [name, points] : h.gains) gains.series.push_back({name, points});
-  panels.push_back(gains);
+  svg::Panel loss{"loss per target token (dev without label smoothing)", "step", "loss",
+                  {{"train (label-smoothed)", h.train_loss}, {"dev", h.dev_loss}}};
+  svg::Panel scores{"dev BLEU and chrF", "step", "score", {{"BLEU", h.dev_bleu}, {"chrF", h.dev_chrf}}};
+  if (const auto best = best_point(h, best_metric)) {
+    const std::string label = cat("checkpoints/best (step ", static_cast<int64_t>(best->first), ")");
+    (best_metric == "loss" ? loss : scores).series.push_back({label, {*best}});
+  }
+  panels.push_back(loss);
+  panels.push_back(scores);
+  panels.push_back({"learning rate", "step", "lr", {{"lr", h.lr}}});
+  if (!h.gains.empty()) {
+    svg::Panel gains{"QKNorm gain g of each attention module", "step", "g", {}};
+    for (const auto& [name, points] : h.gains) gains.series.push_back({gain_series_name(name), points});
+    panels.push_back(gains);
+  }
   svg::write_svg(run.curves(), svg::line_charts(title, panels, 2));
 }
 
@@ -927,7 +965,8 @@ class TrainingRun {
   // The last save, the curves, and how the run ended: 0, or 128 + the signal that stopped it.
   int report() {
     save_last();
-    write_curves(run_, history_, cat("qkgrad ", settings_.attention, " ", settings_.src, "→", settings_.tgt, " (", settings_.preset, ")"));
+    write_curves(run_, history_, cat("qkgrad ", settings_.attention, " ", settings_.src, "→", settings_.tgt, " (", settings_.preset, ")"),
+                 settings_.best_metric);
     if (const int signal = StopSignals::received(); signal != 0) {
       progress_.message(cat("interrupted by ", signal_name(signal), " at step ", s_.step, "; saved ", run_.last(),
                             ". Continue with the same command plus --resume"));

@@ -237,6 +237,9 @@ int cmd_train(int argc, char** argv) {
   };
   setting("attn", "attention", "attention", &s.attention);
   setting("norm", "norm", "normalisation", &s.norm);
+  setting("qknorm-gain", "qknorm_gain", "QKNorm's learned g: one per attention module (the paper) or one per head", &s.qknorm_gain);
+  setting("fixnorm", "fixnorm", "FixNorm: the tied embeddings at unit length (the paper) or not", &s.fixnorm);
+  setting("dtype", "dtype", "float type of the model: f32, or f64 (several times slower; for exact cross-checks)", &s.dtype);
   setting("preset", "preset", "model size and recipe (the defaults below are its values)", &s.preset);
   setting("max-minutes", "max_minutes", "time budget: training minutes of the run, resumes included (0: none)", &s.max_minutes);
   setting("max-steps", "max_steps", "step budget", &s.max_steps);
@@ -604,9 +607,13 @@ int cmd_attention(int argc, char** argv) {
   }
   const int64_t heads = model.config().heads;
   const std::string mode = model.config().attention == AttentionMode::qknorm ? "QKNorm" : "scaled dot-product";
-  svg::write_svg(out + "-encoder.svg", svg::heatmap_grid(mode + " encoder self-attention", maps_of("encoder", enc, src_labels, src_labels), static_cast<int>(heads)));
-  svg::write_svg(out + "-decoder.svg", svg::heatmap_grid(mode + " decoder self-attention", maps_of("decoder", dec, tgt_labels, tgt_labels), static_cast<int>(heads)));
-  svg::write_svg(out + "-cross.svg", svg::heatmap_grid(mode + " cross-attention", maps_of("cross", cross, tgt_labels, src_labels), static_cast<int>(heads)));
+  const int columns = static_cast<int>(heads);
+  svg::write_svg(out + "-encoder.svg", svg::heatmap_grid(mode + " encoder self-attention", maps_of("encoder", enc, src_labels, src_labels),
+                                                         columns, "rows and columns: source tokens"));
+  svg::write_svg(out + "-decoder.svg", svg::heatmap_grid(mode + " decoder self-attention", maps_of("decoder", dec, tgt_labels, tgt_labels),
+                                                         columns, "rows and columns: target tokens (causal)"));
+  svg::write_svg(out + "-cross.svg", svg::heatmap_grid(mode + " cross-attention", maps_of("cross", cross, tgt_labels, src_labels),
+                                                       columns, "rows = target (queries), columns = source (keys)"));
   std::printf("translation: %s\nwrote %s-encoder.svg, %s-decoder.svg, %s-cross.svg\n", m.subwords->decode(hyp).c_str(),
               out.c_str(), out.c_str(), out.c_str());
   return 0;
