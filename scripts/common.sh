@@ -2,7 +2,7 @@
 # Source it from the repository root.
 
 # What a fresh Debian 12 machine needs to build and test qkgrad.
-QKGRAD_PACKAGES=(g++ meson ninja-build pkg-config libopenblas-openmp-dev catch2 libsentencepiece-dev libcli11-dev nlohmann-json3-dev libdnnl-dev)
+QKGRAD_PACKAGES=(g++ meson ninja-build pkg-config libopenblas-openmp-dev catch2 libsentencepiece-dev libcli11-dev nlohmann-json3-dev libdnnl-dev zlib1g-dev)
 
 # Installs the packages that are missing (apt-get update first; sudo when not root).
 ensure_packages() {

@@ -49,12 +49,12 @@ MANIFEST=$CARRY/manifest.txt
 TRIPLET=x86_64-linux-gnu
 
 # The Debian 12 (bookworm) packages: what meson.build, tests/ and examples/ need (openblas via
-# pkg-config, catch2, sentencepiece, CLI11, nlohmann-json), the pkg-config program, and the shared libraries those
+# pkg-config, catch2, sentencepiece, CLI11, nlohmann-json, zlib), the pkg-config program, and the shared libraries those
 # need beyond libc/libstdc++. The Debian 12 SentencePiece bundles its protobuf-lite (no
 # libprotobuf package needed). The last three are fallbacks: unpacked only where the machine
 # lacks them, so they never shadow the machine's own (newer) copies.
 PACKAGES=(libopenblas0-openmp libopenblas-openmp-dev catch2 libsentencepiece0 libsentencepiece-dev libcli11-dev
-          nlohmann-json3-dev pkgconf-bin libpkgconf3 libgfortran5 libquadmath0 libgomp1)
+          nlohmann-json3-dev zlib1g-dev pkgconf-bin libpkgconf3 libgfortran5 libquadmath0 libgomp1)
 declare -A FALLBACK_SONAME=([libgfortran5]=libgfortran.so.5 [libquadmath0]=libquadmath.so.0
                             [libgomp1]=libgomp.so.1)
 MAX_CARRY_MIB=40
@@ -374,7 +374,7 @@ print("ok")' "$blas/libopenblas.so.0" "$lib/libsentencepiece.so.0" "$lib/libsent
   echo "  PKG_CONFIG=$PKG_CONFIG (pkgconf $("$PKG_CONFIG" --version))"
   # (pkgconf leaves out the -I and -L directories that CPATH and LIBRARY_PATH already name.)
   local name
-  for name in openblas catch2 sentencepiece CLI11 nlohmann_json; do
+  for name in openblas catch2 sentencepiece CLI11 nlohmann_json zlib; do
     echo "  pkg-config $name: $("$PKG_CONFIG" --modversion $name 2>&1) | $("$PKG_CONFIG" --cflags --libs $name 2>&1)"
   done
   result ok prefix "${#unpacked[@]} packages unpacked; they load (glibc ${have:-?} >= ${needed:-?})"

@@ -479,3 +479,28 @@ TEST_CASE("workflow: curves put train and dev loss on one panel, mark the best c
     }
   }
 }
+
+TEST_CASE("workflow: bring your own corpus, gzipped or not", "[cli][workflow]") {
+  TempDir tmp;
+  write_corpus(tmp.path, 200);
+  for (const char* name : {"train.es", "train.en", "dev.es", "dev.en", "test.es"}) {
+    REQUIRE(std::system(("gzip " + tmp / name).c_str()) == 0);  // test.en stays plain
+  }
+  Result r = run("train --data " + tmp.path + " --run " + tmp / "run" +
+                 " --preset tiny --vocab-size 30 --max-steps 6 --eval-every 100000 --threads 1");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.output, Contains("train 200 pairs") && Contains(tmp / "train.es.gz"));
+  r = run("eval --run " + tmp / "run" + " --beam 1");
+  CHECK(r.status == 0);
+  CHECK_THAT(r.output, Contains("(200 sentences, beam 1)"));
+  // translate --input takes .gz too; a damaged one names the file.
+  REQUIRE(std::system(("printf 'uno dos\\ntres\\n' | gzip > " + tmp / "in.gz").c_str()) == 0);
+  r = run("translate --run " + tmp / "run" + " --input " + tmp / "in.gz" + " --beam 1");
+  CHECK(r.status == 0);
+  CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 2);
+  write(tmp / "bad.gz", std::string("\x1f\x8b\x08\x00", 4) + "cut short");
+  r = run("bleu --ref " + tmp / "bad.gz" + " --hyp " + tmp / "test.en");
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output, Contains(tmp / "bad.gz: not a valid gzip file"));
+}

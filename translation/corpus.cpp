@@ -6,6 +6,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include <zlib.h>
+
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/text.h"
@@ -19,11 +21,61 @@ bool valid_utf8(const std::string& s, std::size_t* bad_offset) {
   return false;
 }
 
-std::vector<std::string> read_text_lines(const std::string& path) {
-  // 4 GiB is far above any corpus this program trains on, and still a bound.
-  const std::string text = read_file(path, std::size_t{1} << 32);
-  return split_text_lines(text, path);
+namespace {
+
+bool gzipped(const std::string& path) { return path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0; }
+
+// A .gz file decompressed (zlib), with read_file's bound on the size (of the text).
+std::string read_gzip_file(const std::string& path, std::size_t max_bytes) {
+  std::error_code ec;
+  QKGRAD_CHECK(std::filesystem::is_regular_file(path, ec), "cannot open '", path, "': ",
+               std::filesystem::exists(path, ec) ? "not a regular file" : "No such file or directory");
+  gzFile file = ::gzopen(path.c_str(), "rb");
+  QKGRAD_CHECK(file != nullptr, "cannot open '", path, "': ", std::strerror(errno));
+  std::string text;
+  char buffer[1 << 16];
+  for (;;) {
+    const int n = ::gzread(file, buffer, sizeof buffer);
+    if (n < 0) {
+      int code = 0;
+      const std::string why = ::gzerror(file, &code);
+      ::gzclose(file);
+      fail(cat(path, ": not a valid gzip file (", why, "); decompress it with gunzip to see what is wrong"));
+    }
+    if (n == 0) {  // the end, or a stream cut short (zlib reports it here)
+      int code = Z_OK;
+      const std::string why = ::gzerror(file, &code);
+      QKGRAD_CHECK(code == Z_OK || code == Z_STREAM_END, path, ": not a valid gzip file (", why,
+                   "); decompress it with gunzip to see what is wrong");
+      break;
+    }
+    text.append(buffer, static_cast<std::size_t>(n));
+    if (text.size() > max_bytes) {
+      ::gzclose(file);
+      fail(cat(path, ": decompresses to more than ", max_bytes, " bytes; split it"));
+    }
+  }
+  QKGRAD_CHECK(::gzclose(file) == Z_OK, path, ": not a valid gzip file (it ends too soon or fails its check); "
+               "decompress it with gunzip to see what is wrong");
+  return text;
 }
+
+}  // namespace
+
+std::string read_corpus_file(const std::string& path) {
+  // 4 GiB is far above any corpus this program trains on, and still a bound.
+  constexpr std::size_t kMax = std::size_t{1} << 32;
+  return gzipped(path) ? read_gzip_file(path, kMax) : read_file(path, kMax);
+}
+
+std::string corpus_path(const std::string& dir, const std::string& split, const std::string& lang) {
+  const std::string plain = dir + "/" + split + "." + lang;
+  std::error_code ec;
+  if (!std::filesystem::exists(plain, ec) && std::filesystem::exists(plain + ".gz", ec)) return plain + ".gz";
+  return plain;
+}
+
+std::vector<std::string> read_text_lines(const std::string& path) { return split_text_lines(read_corpus_file(path), path); }
 
 namespace {
 
@@ -98,7 +150,13 @@ LineReader::LineReader(const std::string& path) : name_(path.empty() ? "<stdin>"
     return;
   }
   QKGRAD_CHECK(!std::filesystem::is_directory(path), path, ": is a directory, not a text file");
-  file_ = std::fopen(path.c_str(), "rb");
+  if (gzipped(path)) {  // not streamed: zlib reads whole buffers
+    gz_text_ = read_corpus_file(path);
+    if (gz_text_.empty()) return;  // no lines (file_ stays null)
+    file_ = ::fmemopen(gz_text_.data(), gz_text_.size(), "rb");
+  } else {
+    file_ = std::fopen(path.c_str(), "rb");
+  }
   QKGRAD_CHECK(file_ != nullptr, "cannot open '", path, "': ", std::strerror(errno));
   owned_ = true;
 }
@@ -109,6 +167,7 @@ LineReader::~LineReader() {
 }
 
 bool LineReader::next(std::string& line) {
+  if (file_ == nullptr) return false;  // an empty .gz
   const ssize_t n = ::getline(&buffer_, &capacity_, file_);
   if (n < 0) {
     QKGRAD_CHECK(!std::ferror(file_), name_, ": reading failed after line ", line_no_, ": ", std::strerror(errno));
@@ -129,8 +188,8 @@ std::string ParallelCorpus::summary() const {
 // Both files are read whole (their bytes are bounded by read_file), but only the kept pairs are
 // stored: a file of millions of empty lines costs its bytes, not a string per line.
 ParallelCorpus read_parallel(const std::string& src_path, const std::string& tgt_path, std::size_t max_line_bytes) {
-  const std::string src_text = read_file(src_path, std::size_t{1} << 32);
-  const std::string tgt_text = read_file(tgt_path, std::size_t{1} << 32);
+  const std::string src_text = read_corpus_file(src_path);
+  const std::string tgt_text = read_corpus_file(tgt_path);
   LineCursor src(src_text, src_path), tgt(tgt_text, tgt_path);
   ParallelCorpus corpus;
   std::string s, t;

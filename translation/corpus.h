@@ -12,7 +12,14 @@
 
 namespace qkgrad::translation {
 
-// The lines of a UTF-8 text file (line endings \n or \r\n, stripped). Throws an Error naming the
+// A corpus file's bytes: read whole (io/atomic_file.h read_file: FIFOs and devices refused),
+// or decompressed when its name ends in .gz (zlib).
+std::string read_corpus_file(const std::string& path);
+
+// DIR/SPLIT.LANG, or DIR/SPLIT.LANG.gz when only that exists.
+std::string corpus_path(const std::string& dir, const std::string& split, const std::string& lang);
+
+// The lines of a UTF-8 text file, gzipped or not (line endings \n or \r\n, stripped). Throws an Error naming the
 // file and line for invalid UTF-8 or a NUL byte, and for a missing or unreadable file.
 std::vector<std::string> read_text_lines(const std::string& path);
 
@@ -20,8 +27,9 @@ std::vector<std::string> read_text_lines(const std::string& path);
 // checks; `name` (the path) starts every error message.
 std::vector<std::string> split_text_lines(std::string_view text, const std::string& name);
 
-// Reads a text one line at a time, as it arrives (stdin on a pipe or a terminal, or a file),
-// with read_text_lines' checks and errors: for streaming translation.
+// Reads a text one line at a time, as it arrives (stdin on a pipe or a terminal, or a file; a
+// .gz file is decompressed first), with read_text_lines' checks and errors: for streaming
+// translation.
 class LineReader {
  public:
   explicit LineReader(const std::string& path);  // "" = stdin
@@ -34,6 +42,7 @@ class LineReader {
 
  private:
   std::string name_;
+  std::string gz_text_;  // a .gz input, decompressed (read through fmemopen)
   std::FILE* file_ = nullptr;
   bool owned_ = false;
   char* buffer_ = nullptr;

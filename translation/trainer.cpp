@@ -85,7 +85,7 @@ Device check_train_settings(const RunSettings& s) {
 }
 
 std::string split_file(const std::string& dir, const char* split, const std::string& lang) {
-  return dir + "/" + split + "." + lang;
+  return corpus_path(dir, split, lang);  // DIR/SPLIT.LANG, or its .gz
 }
 
 struct EncodedData {

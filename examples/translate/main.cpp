@@ -73,7 +73,7 @@ SplitFiles split_files_of_run(const std::string& run, std::string data, const st
                    rd.options().c_str(), data.c_str());
     }
   }
-  SplitFiles files{data + "/" + split + "." + options.src, data + "/" + split + "." + options.tgt, options.bleu_tokenize};
+  SplitFiles files{corpus_path(data, split, options.src), corpus_path(data, split, options.tgt), options.bleu_tokenize};
   if (!std::filesystem::exists(files.src) || !std::filesystem::exists(files.tgt)) {
     std::vector<std::string> splits;  // every NAME with both NAME.SRC and NAME.TGT in DATA
     std::error_code ec;
@@ -165,7 +165,10 @@ std::vector<std::string> train_languages(const std::string& data) {
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(data, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind("train.", 0) == 0 && name.size() > 6) found.push_back(name.substr(6));  // reading checks its kind
+    if (name.rfind("train.", 0) != 0 || name.size() <= 6) continue;  // reading checks the kind of file
+    std::string lang = name.substr(6);
+    if (lang.size() > 3 && lang.compare(lang.size() - 3, 3, ".gz") == 0) lang.resize(lang.size() - 3);
+    if (std::find(found.begin(), found.end(), lang) == found.end()) found.push_back(lang);
   }
   std::sort(found.begin(), found.end());
   return found;
