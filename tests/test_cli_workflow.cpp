@@ -504,3 +504,24 @@ TEST_CASE("workflow: bring your own corpus, gzipped or not", "[cli][workflow]") 
   CHECK(r.status == 1);
   CHECK_THAT(r.output, Contains(tmp / "bad.gz: not a valid gzip file"));
 }
+
+TEST_CASE("workflow: float64, a gain per head and FixNorm off are flags, stored in the checkpoint", "[cli][workflow]") {
+  TempDir tmp;
+  write_corpus(tmp.path, 200);
+  Result r = run("train --data " + tmp.path + " --run " + tmp / "run" + " --preset tiny --vocab-size 30 --max-steps 4 " +
+                 "--eval-every 100000 --threads 1 --dtype f64 --qknorm-gain per_head --fixnorm off");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const qkgrad::Json config = qkgrad::parse_json(read(tmp / "run/checkpoints/last/config.json"), "config.json");
+  CHECK(config.at("model").at("dtype") == "f64");
+  CHECK(config.at("model").at("per_head_g") == true);
+  CHECK(config.at("model").at("fixnorm") == false);
+  r = run("train --run " + tmp / "run" + " --resume --max-steps 6 --dtype f32");
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output, Contains("says dtype = \"f64\" but now it is \"f32\""));
+  r = run("train --run " + tmp / "run" + " --resume --max-steps 6 --threads 1");
+  CHECK(r.status == 0);
+  write(tmp / "in.txt", "uno dos\n");
+  r = run("translate --run " + tmp / "run" + " --input " + tmp / "in.txt");
+  CHECK(r.status == 0);
+}
