@@ -8,20 +8,11 @@ namespace qkgrad {
 
 const char* unary_op_name(UnaryOp op) {
   switch (op) {
-    case UnaryOp::neg: return "neg";
-    case UnaryOp::exp: return "exp";
-    case UnaryOp::log: return "log";
-    case UnaryOp::tanh: return "tanh";
-    case UnaryOp::relu: return "relu";
-    case UnaryOp::sqrt: return "sqrt";
-    case UnaryOp::rsqrt: return "rsqrt";
-    case UnaryOp::sigmoid: return "sigmoid";
-    case UnaryOp::gelu: return "gelu";
-    case UnaryOp::square: return "square";
-    case UnaryOp::pow: return "pow";
-    case UnaryOp::clamp: return "clamp";
-    case UnaryOp::add_scalar: return "add_scalar";
-    case UnaryOp::mul_scalar: return "mul_scalar";
+#define QKGRAD_UNARY_NAME(name, functor, parameters, forward, backward) \
+  case UnaryOp::name:                                                   \
+    return #name;
+    QKGRAD_UNARY_OPS(QKGRAD_UNARY_NAME)
+#undef QKGRAD_UNARY_NAME
   }
   return "?";
 }

@@ -16,17 +16,16 @@
 #include <string>
 #include <vector>
 
+#include "core/unary_functions.h"
 #include "core/dtype.h"
 
 namespace qkgrad {
 
 class Tensor;
 
-// Elementwise maps y = f(x). Some take parameters (UnaryParams): pow (a = exponent),
-// clamp (a = low, b = high), add_scalar (a), mul_scalar (a).
-enum class UnaryOp {
-  neg, exp, log, tanh, relu, sqrt, rsqrt, sigmoid, gelu, square, pow, clamp, add_scalar, mul_scalar
-};
+// Elementwise maps y = f(x): UnaryOp and each f with its derivative are in
+// core/unary_functions.h. Some take parameters (UnaryParams): pow (a = exponent), clamp (a =
+// low, b = high), add_scalar (a), mul_scalar (a).
 struct UnaryParams {
   double a = 0, b = 0;
 };

@@ -23,16 +23,20 @@ Tensor binary_forward(const char* op, BinaryOp kind, const Tensor& a, const Tens
   return out;
 }
 
-// What the derivative of a unary op reads: its input x, its output y, or neither.
-enum class Reads { nothing, x, y };
+// What op's derivative reads (its functor's `reads`, core/unary_functions.h).
+Reads reads_of(UnaryOp op) {
+  return visit_unary(op, [](auto fn) { return decltype(fn)::reads; });
+}
 
-// y = f(x) and dx = dy · f'(x); the backend's unary_backward kernel knows each f'. Only the
-// tensor f' reads is saved for backward.
-Tensor unary(const char* op, UnaryOp kind, const Tensor& x, Reads reads, UnaryParams p = {}) {
+// y = f(x) and dx = dy · f'(x), both from op's functor in core/unary_functions.h (through the
+// backend's unary and unary_backward kernels). Only the tensor f' reads is saved for backward.
+Tensor unary_op(UnaryOp kind, const Tensor& x, UnaryParams p = {}) {
+  const char* op = unary_op_name(kind);
   check_floating(op, x);
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   backend(x.device()).unary(kind, p, x, y);
   if (should_record(x)) {
+    const Reads reads = reads_of(kind);
     std::vector<Tensor> saved;
     if (reads == Reads::x) saved = {x};
     if (reads == Reads::y) saved = {y};
@@ -106,33 +110,35 @@ Tensor div(const Tensor& a, const Tensor& b) {
   return c;
 }
 
-Tensor neg(const Tensor& x) { return unary("neg", UnaryOp::neg, x, Reads::nothing); }  // dx = -dy
-Tensor exp(const Tensor& x) { return unary("exp", UnaryOp::exp, x, Reads::y); }         // dx = dy·y
-Tensor log(const Tensor& x) { return unary("log", UnaryOp::log, x, Reads::x); }         // dx = dy/x
-Tensor tanh(const Tensor& x) { return unary("tanh", UnaryOp::tanh, x, Reads::y); }      // dx = dy·(1 - y²)
-Tensor relu(const Tensor& x) { return unary("relu", UnaryOp::relu, x, Reads::x); }      // dx = dy·[x > 0]
-Tensor sqrt(const Tensor& x) { return unary("sqrt", UnaryOp::sqrt, x, Reads::y); }      // dx = dy/(2y)
-Tensor rsqrt(const Tensor& x) { return unary("rsqrt", UnaryOp::rsqrt, x, Reads::y); }   // dx = -dy·y³/2
-Tensor sigmoid(const Tensor& x) { return unary("sigmoid", UnaryOp::sigmoid, x, Reads::y); }  // dx = dy·y(1-y)
-Tensor gelu(const Tensor& x) { return unary("gelu", UnaryOp::gelu, x, Reads::x); }      // dx = dy·gelu'(x)
-Tensor square(const Tensor& x) { return unary("square", UnaryOp::square, x, Reads::x); }  // dx = 2x·dy
+// The unary maps without parameters (neg, exp, log, tanh, relu, sqrt, rsqrt, sigmoid, gelu,
+// silu, square), one line each from QKGRAD_UNARY_OPS; their math is in core/unary_functions.h.
+#define QKGRAD_UNARY_FN_0(name) \
+  Tensor name(const Tensor& x) { return unary_op(UnaryOp::name, x); }
+#define QKGRAD_UNARY_FN_1(name)
+#define QKGRAD_UNARY_FN_2(name)
+#define QKGRAD_UNARY_DEFINE(name, functor, parameters, forward, backward) QKGRAD_UNARY_FN_##parameters(name)
+QKGRAD_UNARY_OPS(QKGRAD_UNARY_DEFINE)
+#undef QKGRAD_UNARY_DEFINE
+#undef QKGRAD_UNARY_FN_0
+#undef QKGRAD_UNARY_FN_1
+#undef QKGRAD_UNARY_FN_2
 
 // y = x^p            dx = p·x^(p-1)·dy
 Tensor pow(const Tensor& x, double exponent) {
   QKGRAD_CHECK(std::isfinite(exponent), "pow: the exponent must be finite, got ", exponent);
-  return unary("pow", UnaryOp::pow, x, Reads::x, {exponent, 0});
+  return unary_op(UnaryOp::pow, x, {exponent, 0});
 }
 
 // y = min(max(x, low), high)      dx = dy where low <= x <= high, else 0
 Tensor clamp(const Tensor& x, double low, double high) {
   QKGRAD_CHECK(!(low > high), "clamp: low (", low, ") must be <= high (", high, ")");
-  return unary("clamp", UnaryOp::clamp, x, Reads::x, {low, high});
+  return unary_op(UnaryOp::clamp, x, {low, high});
 }
 
 // y = x + s          dx = dy
-Tensor add_scalar(const Tensor& x, double s) { return unary("add_scalar", UnaryOp::add_scalar, x, Reads::nothing, {s, 0}); }
+Tensor add_scalar(const Tensor& x, double s) { return unary_op(UnaryOp::add_scalar, x, {s, 0}); }
 // y = s·x            dx = s·dy
-Tensor mul_scalar(const Tensor& x, double s) { return unary("mul_scalar", UnaryOp::mul_scalar, x, Reads::nothing, {s, 0}); }
+Tensor mul_scalar(const Tensor& x, double s) { return unary_op(UnaryOp::mul_scalar, x, {s, 0}); }
 
 // y = mask ? a : b (broadcasting all three; mask has no gradient, nonzero means true)
 //   da = sum_to(mask ? dy : 0, a)       db = sum_to(mask ? 0 : dy, b)

@@ -3,8 +3,10 @@
 // tests/test_gradcheck.cpp fails if an op here has no check case, and tests/test_docs.cpp fails
 // if docs/ops.md differs from `qkgrad-gradcheck --markdown`.
 //
-// To add an op: write it in ops/ (forward, backward, math comment), add a line here, and add
-// at least one case in ops/checks/. See README.md, "Adding an op".
+// The elementwise maps of one tensor (neg, exp, ..., clamp) are not listed here but in
+// QKGRAD_UNARY_OPS (core/unary_functions.h), beside their functors; op_table() puts them after
+// div. To add an op: write it in ops/ (forward, backward, math comment), add a line here, and
+// add at least one case in ops/checks/. See README.md, "Adding an op".
 //
 // Notation: x̄ is d(loss)/dx; sum_to(t, x) sums t over the axes along which x was broadcast.
 #pragma once
@@ -18,21 +20,6 @@
   X(sub, "c = a − b (broadcasting)", "ā = sum_to(c̄, a), b̄ = −sum_to(c̄, b)")                 \
   X(mul, "c = a ⊙ b (broadcasting)", "ā = sum_to(c̄ ⊙ b, a), b̄ = sum_to(c̄ ⊙ a, b)")         \
   X(div, "c = a / b (broadcasting)", "ā = sum_to(c̄ / b, a), b̄ = −sum_to(c̄ ⊙ c / b, b)")     \
-  X(neg, "y = −x", "x̄ = −ȳ")                                                                 \
-  X(add_scalar, "y = x + s", "x̄ = ȳ")                                                        \
-  X(mul_scalar, "y = s·x", "x̄ = s·ȳ")                                                        \
-  X(exp, "y = eˣ", "x̄ = ȳ ⊙ y")                                                              \
-  X(log, "y = ln x", "x̄ = ȳ / x")                                                            \
-  X(sqrt, "y = √x", "x̄ = ȳ / (2y)")                                                          \
-  X(rsqrt, "y = 1/√x", "x̄ = −ȳ ⊙ y³ / 2")                                                   \
-  X(square, "y = x²", "x̄ = 2x ⊙ ȳ")                                                          \
-  X(pow, "y = xᵖ (scalar p)", "x̄ = p·xᵖ⁻¹ ⊙ ȳ (0 when p = 0)")                               \
-  X(tanh, "y = tanh x", "x̄ = ȳ ⊙ (1 − y²)")                                                  \
-  X(sigmoid, "y = 1 / (1 + e⁻ˣ)", "x̄ = ȳ ⊙ y(1 − y)")                                       \
-  X(relu, "y = max(x, 0)", "x̄ = ȳ ⊙ [x > 0]")                                                \
-  X(gelu, "y = x/2·(1 + tanh u), u = √(2/π)(x + 0.044715x³)",                                 \
-    "x̄ = ȳ ⊙ ((1 + tanh u)/2 + x/2·(1 − tanh²u)·√(2/π)(1 + 3·0.044715x²))")                  \
-  X(clamp, "y = min(max(x, lo), hi)", "x̄ = ȳ ⊙ [lo ≤ x ≤ hi]")                              \
   X(where, "y = m ? a : b (broadcasting; m has no gradient)",                                 \
     "ā = sum_to(m ? ȳ : 0, a), b̄ = sum_to(m ? 0 : ȳ, b)")                                    \
   X(masked_fill, "y = m ? v : x (m broadcast to x)", "x̄ = m ? 0 : ȳ (through where)")       \

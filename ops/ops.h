@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "core/unary_functions.h"  // QKGRAD_UNARY_OPS
 #include "ops/attention.h"  // the fused attention op and its KV cache
 
 namespace qkgrad {
@@ -19,16 +20,19 @@ Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
-Tensor neg(const Tensor& x);
-Tensor exp(const Tensor& x);
-Tensor log(const Tensor& x);
-Tensor tanh(const Tensor& x);
-Tensor relu(const Tensor& x);
-Tensor sqrt(const Tensor& x);
-Tensor rsqrt(const Tensor& x);     // 1/√x
-Tensor sigmoid(const Tensor& x);
-Tensor gelu(const Tensor& x);      // the tanh approximation
-Tensor square(const Tensor& x);
+// The unary maps without parameters, one function each, `Tensor NAME(const Tensor& x)`:
+// neg, exp, log, tanh, relu, sqrt, rsqrt (1/√x), sigmoid, gelu (the tanh approximation), silu
+// (x·σ(x)), square. They are declared from the list QKGRAD_UNARY_OPS, whose functors hold
+// each f and f′ (core/unary_functions.h).
+#define QKGRAD_UNARY_DECLARE_0(name) Tensor name(const Tensor& x);
+#define QKGRAD_UNARY_DECLARE_1(name)
+#define QKGRAD_UNARY_DECLARE_2(name)
+#define QKGRAD_UNARY_DECLARE(name, functor, parameters, forward, backward) QKGRAD_UNARY_DECLARE_##parameters(name)
+QKGRAD_UNARY_OPS(QKGRAD_UNARY_DECLARE)
+#undef QKGRAD_UNARY_DECLARE
+#undef QKGRAD_UNARY_DECLARE_0
+#undef QKGRAD_UNARY_DECLARE_1
+#undef QKGRAD_UNARY_DECLARE_2
 Tensor pow(const Tensor& x, double exponent);
 Tensor clamp(const Tensor& x, double low, double high);
 Tensor add_scalar(const Tensor& x, double s);

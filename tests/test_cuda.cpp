@@ -372,9 +372,9 @@ std::vector<OpCase> large_cases() {
                [](const In& x) { return x[0] / x[1]; }});
   c.push_back({"sub", "[3] - [1200, 700, 3] (a first)", {{{3}, any}, {{1200, 700, 3}, any}},
                [](const In& x) { return x[0] - x[1]; }});
-  c.push_back({"unary", "gelu, tanh, sigmoid, exp, neg, relu, clamp of [1000, 1001]",
+  c.push_back({"unary", "gelu, silu, tanh, sigmoid, exp, neg, relu, clamp of [1000, 1001]",
                {{{1000, 1001}, any}}, [](const In& x) {
-                 return gelu(x[0]) + tanh(x[0]) * sigmoid(x[0]) + exp(x[0] * 0.5) - relu(x[0]) +
+                 return gelu(x[0]) + silu(x[0]) + tanh(x[0]) * sigmoid(x[0]) + exp(x[0] * 0.5) - relu(x[0]) +
                         clamp(x[0], -0.5, 0.7) * (-x[0]);
                }});
   c.push_back({"unary", "log, sqrt, rsqrt, pow, square of [1000, 1001], x > 0",

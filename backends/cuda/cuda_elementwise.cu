@@ -1,8 +1,9 @@
 // Elementwise CUDA kernels: unary maps and their derivatives, broadcasting binary ops and
-// select (where), broadcast_to, scale and axpy. Each mirrors backends/cpu/cpu_elementwise.cpp
-// formula for formula (same operations in the same order, same NaN behaviour), so the two agree
-// to rounding: the GPU's exp/log/tanh/pow differ from glibc's by an ulp or so, and nvcc may fuse
-// a multiply and an add into one fma.
+// select (where), broadcast_to, scale and axpy. The unary maps run the functors of
+// core/unary_functions.h, the very code the CPU runs; the others mirror
+// backends/cpu/cpu_elementwise.cpp formula for formula (same operations in the same order, same
+// NaN behaviour). So the two agree to rounding: the GPU's exp/log/tanh/pow differ from glibc's
+// by an ulp or so, and nvcc may fuse a multiply and an add into one fma.
 //
 // Every kernel here is a grid-stride loop with one thread per output element (cuda_common.cuh:
 // grid_for, first_index, index_step); consecutive threads touch consecutive elements, so
@@ -27,92 +28,22 @@ using cuda::grid_for;
 using cuda::index_step;
 using cuda::kThreads;
 
-using cuda::exp_of;
-using cuda::log_of;
-using cuda::pow_of;
-using cuda::sqrt_of;
-using cuda::tanh_of;
 
-// The tanh approximation of GELU (Hendrycks & Gimpel), with the CPU's constants:
-//   gelu(x) = x/2 · (1 + tanh(u)),  u = √(2/π) · (x + 0.044715 x³)
-template <typename T>
-__device__ T gelu(T x) {
-  constexpr T c = static_cast<T>(0.7978845608028654);  // √(2/π)
-  return T(0.5) * x * (T(1) + tanh_of(c * (x + T(0.044715) * x * x * x)));
-}
-// d gelu / dx = (1 + tanh u)/2 + x/2 · (1 − tanh² u) · √(2/π) · (1 + 3·0.044715 x²)
-template <typename T>
-__device__ T gelu_derivative(T x) {
-  constexpr T c = static_cast<T>(0.7978845608028654);
-  const T t = tanh_of(c * (x + T(0.044715) * x * x * x));
-  return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * c * (T(1) + T(3 * 0.044715) * x * x);
+// y[i] = F::f(x[i]), x and y [n] (y may be x). F is the op's functor in
+// core/unary_functions.h, the same f the CPU kernel runs (one kernel per functor).
+template <typename F, typename T>
+__global__ void unary_kernel(T a, T b, const T* x, T* y, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += index_step()) y[i] = F::f(x[i], a, b);
 }
 
-// σ(x) without overflow: for x < 0, e^x / (1 + e^x) avoids e^(-x) = inf. NaN takes the second
-// branch and stays NaN.
-template <typename T>
-__device__ T sigmoid(T x) {
-  if (x >= T(0)) return T(1) / (T(1) + exp_of(-x));
-  const T e = exp_of(x);
-  return e / (T(1) + e);
-}
-
-// y = f(v) for one element; a and b are the op's parameters (UnaryParams in T).
-template <typename T>
-__device__ T unary_value(UnaryOp op, T v, T a, T b) {
-  switch (op) {
-    case UnaryOp::neg: return -v;
-    case UnaryOp::exp: return exp_of(v);
-    case UnaryOp::log: return log_of(v);
-    case UnaryOp::tanh: return tanh_of(v);
-    case UnaryOp::relu: return v < T(0) ? T(0) : v;  // keeps NaN as NaN
-    case UnaryOp::sqrt: return sqrt_of(v);
-    case UnaryOp::rsqrt: return T(1) / sqrt_of(v);  // not rsqrt(): that one is approximate
-    case UnaryOp::sigmoid: return sigmoid(v);
-    case UnaryOp::gelu: return gelu(v);
-    case UnaryOp::square: return v * v;
-    case UnaryOp::pow: return pow_of(v, a);
-    case UnaryOp::clamp: return v < a ? a : (v > b ? b : v);  // NaN passes through
-    case UnaryOp::add_scalar: return v + a;
-    case UnaryOp::mul_scalar: return a * v;
-  }
-  return v;  // not reached: every op is a case above
-}
-
-// y[i] = f(x[i]), x and y [n] (y may be x).
-template <typename T>
-__global__ void unary_kernel(UnaryOp op, T a, T b, const T* x, T* y, int64_t n) {
-  for (int64_t i = first_index(); i < n; i += index_step()) y[i] = unary_value(op, x[i], a, b);
-}
-
-// dx[i] (+)= dy[i] · f'(element i), all [n]. f' reads x or y = f(x) or neither; the pointer it
-// does not read may be nullptr, so each case touches only the one it needs (as on the CPU).
-template <typename T>
-__global__ void unary_backward_kernel(UnaryOp op, T a, T b, const T* x, const T* y, const T* dy,
-                                      T* dx, int64_t n, bool accumulate) {
+// dx[i] (+)= F::grad(dy[i], ...) = dy[i] · f'(element i), all [n]. f' reads x or y = f(x) or
+// neither; the pointer it does not read may be nullptr and is not touched (as on the CPU).
+template <typename F, typename T>
+__global__ void unary_backward_kernel(T a, T b, const T* x, const T* y, const T* dy, T* dx, int64_t n,
+                                      bool accumulate) {
   for (int64_t i = first_index(); i < n; i += index_step()) {
-    const T g = dy[i];
-    T grad = T(0);
-    switch (op) {
-      case UnaryOp::neg: grad = -g; break;
-      case UnaryOp::exp: grad = g * y[i]; break;                                   // y
-      case UnaryOp::log: grad = g / x[i]; break;                                   // 1/x
-      case UnaryOp::tanh: grad = g * (T(1) - y[i] * y[i]); break;                  // 1 − y²
-      case UnaryOp::relu: grad = x[i] > T(0) ? g : T(0); break;                    // [x > 0]
-      case UnaryOp::sqrt: grad = g / (T(2) * y[i]); break;                         // 1/(2y)
-      case UnaryOp::rsqrt: grad = T(-0.5) * g * y[i] * y[i] * y[i]; break;         // −y³/2
-      case UnaryOp::sigmoid: grad = g * y[i] * (T(1) - y[i]); break;               // y(1 − y)
-      case UnaryOp::gelu: grad = g * gelu_derivative(x[i]); break;
-      case UnaryOp::square: grad = T(2) * x[i] * g; break;                         // 2x
-      case UnaryOp::pow:  // a·x^(a−1); exactly 0 for a = 0 (no 0·inf at x = 0)
-        grad = a == T(0) ? T(0) : g * a * pow_of(x[i], a - T(1));
-        break;
-      case UnaryOp::clamp:  // 1 inside [low, high] (inclusive), 0 outside
-        grad = (x[i] >= a && x[i] <= b) ? g : T(0);
-        break;
-      case UnaryOp::add_scalar: grad = g; break;
-      case UnaryOp::mul_scalar: grad = a * g; break;
-    }
+    const T xi = F::reads == Reads::x ? x[i] : T(0), yi = F::reads == Reads::y ? y[i] : T(0);
+    const T grad = F::grad(dy[i], xi, yi, a, b);
     dx[i] = accumulate ? dx[i] + grad : grad;
   }
 }
@@ -180,8 +111,10 @@ void CudaBackend::unary(UnaryOp op, UnaryParams p, const Tensor& x, Tensor& y) {
   if (n == 0) return;
   dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    unary_kernel<T><<<grid_for(n), kThreads>>>(op, static_cast<T>(p.a), static_cast<T>(p.b),
-                                               x.data<T>(), y.data<T>(), n);
+    visit_unary(op, [&](auto fn) {
+      unary_kernel<decltype(fn), T><<<grid_for(n), kThreads>>>(static_cast<T>(p.a), static_cast<T>(p.b), x.data<T>(),
+                                                               y.data<T>(), n);
+    });
   });
   QKGRAD_CUDA_LAUNCHED();
 }
@@ -194,9 +127,10 @@ void CudaBackend::unary_backward(UnaryOp op, UnaryParams p, const Tensor* x, con
     using T = decltype(tag);
     const T* xs = x ? x->data<T>() : nullptr;
     const T* ys = y ? y->data<T>() : nullptr;
-    unary_backward_kernel<T><<<grid_for(n), kThreads>>>(op, static_cast<T>(p.a),
-                                                        static_cast<T>(p.b), xs, ys,
-                                                        dy.data<T>(), dx.data<T>(), n, accumulate);
+    visit_unary(op, [&](auto fn) {
+      unary_backward_kernel<decltype(fn), T><<<grid_for(n), kThreads>>>(static_cast<T>(p.a), static_cast<T>(p.b), xs,
+                                                                        ys, dy.data<T>(), dx.data<T>(), n, accumulate);
+    });
   });
   QKGRAD_CUDA_LAUNCHED();
 }

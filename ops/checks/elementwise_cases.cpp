@@ -66,6 +66,7 @@ void add_elementwise_cases(std::vector<OpCase>& cases) {
   cases.push_back({"pow", "x^0 has zero gradient", {{{3}, kAny}}, [](const In& x) { return pow(x[0], 0.0) + x[0]; }});
   cases.push_back({"sigmoid", "[2, 3] of 3x (both tails)", {{{2, 3}, kAny}}, [](const In& x) { return sigmoid(x[0] * 3.0); }});
   cases.push_back({"gelu", "[2, 4] of 2x", {{{2, 4}, kAny}}, [](const In& x) { return gelu(x[0] * 2.0); }});
+  cases.push_back({"silu", "[2, 4] of 3x (both tails)", {{{2, 4}, kAny}}, [](const In& x) { return silu(x[0] * 3.0); }});
   // clamp has kinks at its bounds; the inputs (|x| in [0.2, 1.5]) stay away from ±0.1 and ±2.
   cases.push_back({"clamp", "[-0.1, 0.1]: inside and outside", {{{3, 4}, InputDomain::away_from_zero}},
                    [](const In& x) { return clamp(x[0] * 0.1, -0.1, 0.1) + clamp(x[0], -0.1, 2.0); }});

@@ -1,15 +1,29 @@
 #include "ops/checks/op_cases.h"
 
+#include <algorithm>
+
+#include "core/unary_functions.h"
 #include "ops/op_table.h"
 
 namespace qkgrad {
 
 const std::vector<OpInfo>& op_table() {
-  static const std::vector<OpInfo> table = {
+  static const std::vector<OpInfo> table = [] {
+    std::vector<OpInfo> all = {
 #define QKGRAD_OP_INFO(name, forward, backward) {#name, forward, backward},
-      QKGRAD_DIFFERENTIABLE_OPS(QKGRAD_OP_INFO)
+        QKGRAD_DIFFERENTIABLE_OPS(QKGRAD_OP_INFO)
 #undef QKGRAD_OP_INFO
-  };
+    };
+    // The unary maps (core/unary_functions.h) after the binary arithmetic (add, sub, mul, div).
+    const std::vector<OpInfo> unary = {
+#define QKGRAD_UNARY_INFO(name, functor, parameters, forward, backward) {#name, forward, backward},
+        QKGRAD_UNARY_OPS(QKGRAD_UNARY_INFO)
+#undef QKGRAD_UNARY_INFO
+    };
+    const auto after_div = std::find_if(all.begin(), all.end(), [](const OpInfo& op) { return op.name == "div"; }) + 1;
+    all.insert(after_div, unary.begin(), unary.end());
+    return all;
+  }();
   return table;
 }
 
