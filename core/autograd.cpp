@@ -1,5 +1,7 @@
 #include "core/autograd.h"
 
+#include <cstring>
+
 #include <atomic>
 #include <unordered_set>
 
@@ -66,12 +68,22 @@ bool BackwardContext::needs_grad(int i) const { return input(i).requires_grad();
 
 const Tensor& BackwardContext::saved(int j) const {
   const SavedTensor& s = node_.saved.at(static_cast<std::size_t>(j));
+  if (!s.tensor.defined()) return s.tensor;  // a named slot the op left empty
   QKGRAD_CHECK(s.tensor.version() == s.version, "backward of op '", node_.op,
                "': a tensor it saved for the backward pass (", describe(s.tensor),
                ") was modified in place after the forward pass (version ", s.version, " -> ",
                s.tensor.version(), "), so its gradient would be wrong; make in-place updates "
                "only after backward()");
   return s.tensor;
+}
+
+const Tensor& BackwardContext::saved(const char* name) const {
+  for (std::size_t j = 0; j < node_.saved.size(); ++j) {
+    const SavedTensor& s = node_.saved[j];
+    if (s.name == nullptr || std::strcmp(s.name, name) != 0) continue;
+    return saved(static_cast<int>(j));
+  }
+  fail(cat("internal error in the backward of op '", node_.op, "': it saved no tensor named '", name, "'"));
 }
 
 void BackwardContext::accumulate(int i, Tensor grad) {
@@ -114,7 +126,7 @@ void record(const char* op, std::vector<Tensor> inputs, std::vector<Tensor> outp
   node.inputs = std::move(inputs);
   node.saved.reserve(saved.size());
   for (Tensor& s : saved) {
-    const uint64_t version = s.version();
+    const uint64_t version = s.defined() ? s.version() : 0;
     node.saved.push_back({std::move(s), version});
   }
   for (const Tensor& out : outputs) {
@@ -209,6 +221,15 @@ void backward(const Tensor& root, const Tensor& seed) {
   }
   r.consumed_by_backward = true;
   t.clear();
+}
+
+void record_named(const char* op, std::vector<Tensor> inputs, std::vector<Tensor> outputs,
+                  std::vector<NamedSaved> saved, BackwardFn backward_fn) {
+  std::vector<Tensor> tensors;
+  for (NamedSaved& s : saved) tensors.push_back(std::move(s.tensor));
+  record(op, std::move(inputs), std::move(outputs), std::move(tensors), std::move(backward_fn));
+  Node& node = tape().nodes_.back();
+  for (std::size_t j = 0; j < saved.size(); ++j) node.saved[j].name = saved[j].name;
 }
 
 }  // namespace qkgrad

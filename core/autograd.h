@@ -38,8 +38,15 @@ class BackwardContext;
 using BackwardFn = std::function<void(BackwardContext&)>;
 
 struct SavedTensor {
-  Tensor tensor;
+  Tensor tensor;     // may be undefined (a named one an op did not need this time)
   uint64_t version;  // storage version when saved; must be unchanged at backward time
+  const char* name = nullptr;  // record_named's name, for ctx.saved("q")
+};
+
+// A tensor saved for backward under a name (record_named).
+struct NamedSaved {
+  const char* name;
+  Tensor tensor;
 };
 
 struct Node {
@@ -61,6 +68,8 @@ class Tape {
  private:
   friend void record(const char*, std::vector<Tensor>, std::vector<Tensor>,
                      std::vector<Tensor>, BackwardFn);
+  friend void record_named(const char*, std::vector<Tensor>, std::vector<Tensor>,
+                           std::vector<NamedSaved>, BackwardFn);
   friend void backward(const Tensor&, const Tensor&);
   std::vector<Node> nodes_;
   // A number no other tape (of any thread) has used: a tensor's node is valid only while the
@@ -83,6 +92,8 @@ class BackwardContext {
   bool needs_grad(int i) const;  // does input i require a gradient?
   // Saved tensor j, after checking nobody wrote to it in place since the forward pass.
   const Tensor& saved(int j) const;
+  // The saved tensor of that name (record_named), checked the same way; undefined if it was.
+  const Tensor& saved(const char* name) const;
 
   // input i's gradient += grad (grad must have input i's shape and dtype).
   void accumulate(int i, Tensor grad);
@@ -108,6 +119,11 @@ bool should_record(const Tensors&... inputs) {
 // Appends a node. Outputs become non-leaf tensors that require grad.
 void record(const char* op, std::vector<Tensor> inputs, std::vector<Tensor> outputs,
             std::vector<Tensor> saved, BackwardFn backward);
+
+// record, with the saved tensors named, for ops that save many (the fused attention): the
+// backward reads them as ctx.saved("name"), not by position. Undefined tensors may be saved.
+void record_named(const char* op, std::vector<Tensor> inputs, std::vector<Tensor> outputs,
+                  std::vector<NamedSaved> saved, BackwardFn backward);
 
 // Runs the backward pass from root with d(loss)/d(root) = seed, then clears the tape.
 void backward(const Tensor& root, const Tensor& seed);

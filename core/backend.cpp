@@ -80,14 +80,16 @@ void Backend::dropout(const Tensor&, double, RandomStream, Tensor&) { not_implem
 void Backend::word_dropout(const Tensor&, double, int64_t, RandomStream, Tensor&) {
   not_implemented("word_dropout");
 }
-void Backend::attention_forward(const AttentionSpec&, const Tensor&, const Tensor&, const Tensor&,
-                                const Tensor*, Tensor&, Tensor&, Tensor&, Tensor&, Tensor&) {
+AttentionState Backend::attention_state(const AttentionSpec&, DType, bool) {
+  not_implemented("attention_state");
+  return {};
+}
+void Backend::attention_forward(const AttentionSpec&, const Tensor&, const Tensor&, const Tensor&, const Tensor*,
+                                Tensor&, AttentionState&) {
   not_implemented("attention_forward");
 }
-void Backend::attention_backward(const AttentionSpec&, const Tensor&, const Tensor&, const Tensor&,
-                                 const Tensor*, const Tensor&, const Tensor&, const Tensor&,
-                                 const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&,
-                                 Tensor&, Tensor*) {
+void Backend::attention_backward(const AttentionSpec&, const Tensor&, const Tensor&, const Tensor&, const Tensor*,
+                                 const Tensor&, const AttentionState&, const Tensor&, AttentionGrads&) {
   not_implemented("attention_backward");
 }
 void Backend::permute(const Tensor&, const std::vector<int>&, Tensor&) { not_implemented("permute"); }

@@ -16,12 +16,12 @@
 #include <string>
 #include <vector>
 
+#include "core/tensor.h"
 #include "core/unary_functions.h"
 #include "core/dtype.h"
 
 namespace qkgrad {
 
-class Tensor;
 
 // Elementwise maps y = f(x): UnaryOp and each f with its derivative are in
 // core/unary_functions.h. Some take parameters (UnaryParams): pow (a = exponent), clamp (a =
@@ -91,6 +91,19 @@ struct AttentionSpec {
   std::vector<int64_t> key_lengths;  // empty, or per batch entry: keys j >= length are padding
   double dropout = 0.0;            // on P; element ((b·H + h)·tq + i)·tk + j reads stream word
   RandomStream rs;                 //   (index % 4) of block first_block + index / 4
+};
+
+// What the fused attention's forward keeps for its backward, by name (Backend::attention_state
+// makes the ones a backend uses; the others stay undefined).
+struct AttentionState {
+  Tensor probs;   // P, the probabilities before dropout [B, H, tq, tk]
+  Tensor lse;     // log Σ_j exp S_ij of each query row [B, H, tq] (−∞ for a row with no visible key)
+  Tensor rq, rk;  // qknorm: 1/max(‖q_i‖, eps) [B, H, tq] and 1/max(‖k_j‖, eps) [B, H, tk]
+};
+
+// The gradients of the fused attention's inputs (dg undefined: not wanted, or no g).
+struct AttentionGrads {
+  Tensor dq, dk, dv, dg;
 };
 
 class Backend {
@@ -186,24 +199,18 @@ class Backend {
                             Tensor& out);
 
   // ---- fused attention (cpu: cpu_attention.cpp, cuda: cuda_attention.cu) ----
-  // What the forward keeps for the backward. true (cpu): P itself ([B, H, tq, tk], the
-  // probabilities before dropout), so the backward needs no exponentials; lse is empty.
-  // false (cuda, flash-style): lse = log Σ_j exp(S_ij) of each query row ([B, H, tq], −∞ for a
-  // row with no visible key), from which the backward recomputes P tile by tile; P is written
-  // only when a user asks for it, else `probs` is empty ([B, H, 0, 0]).
-  virtual bool attention_keeps_probs() const { return true; }
-  // Writes out, P or lse (see above) and, for qknorm, rq = 1/max(‖q‖, eps) ([B, H, tq]) and
-  // rk ([B, H, tk]).
+  // The tensors the forward leaves for the backward (AttentionState), made here: which ones is
+  // the backend's choice. The CPU keeps P and reads it back; the CUDA kernels keep lse and
+  // recompute P (making P only when want_probs). rq and rk exist for qknorm only.
+  virtual AttentionState attention_state(const AttentionSpec& spec, DType dtype, bool want_probs);
+  // Writes out ([B, tq, H·d]) and the tensors of `state` that attention_state made.
   virtual void attention_forward(const AttentionSpec& spec, const Tensor& q, const Tensor& k,
-                                 const Tensor& v, const Tensor* g, Tensor& out, Tensor& probs,
-                                 Tensor& lse, Tensor& rq, Tensor& rk);
-  // Overwrites dq, dk, dv (same shapes as q, k, v; unused cache rows get 0) and dg (qknorm;
-  // may be null), from what the forward kept (P or lse).
+                                 const Tensor& v, const Tensor* g, Tensor& out, AttentionState& state);
+  // Overwrites grads.dq, dk, dv (same shapes as q, k, v; unused cache rows get 0) and grads.dg
+  // (qknorm; when defined), from out and what the forward kept in `state`.
   virtual void attention_backward(const AttentionSpec& spec, const Tensor& q, const Tensor& k,
                                   const Tensor& v, const Tensor* g, const Tensor& out,
-                                  const Tensor& probs, const Tensor& lse, const Tensor& rq,
-                                  const Tensor& rk, const Tensor& dout, Tensor& dq, Tensor& dk,
-                                  Tensor& dv, Tensor* dg);
+                                  const AttentionState& state, const Tensor& dout, AttentionGrads& grads);
 
   // ---- data movement (cpu: backends/cpu/cpu_index.cpp) ----
   // out = x with its axes reordered: out axis i is x axis perm[i] (out has the permuted shape).

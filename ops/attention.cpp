@@ -77,53 +77,39 @@ AttentionOutput attention(const Tensor& q, const Tensor& k, const Tensor& v, con
     s.rs = RandomStream{gen.seed(), gen.stream(),
                         gen.reserve_blocks(static_cast<uint64_t>((s.batch * s.heads * s.tq * s.tk + 3) / 4))};
   }
-  const Device dev = q.device();
-  const DType dt = q.dtype();
-  Backend& be = backend(dev);
-  // The backend keeps either P (cpu) or the row statistics lse (cuda, flash-style: P is then
-  // only made when the user asks for it); see Backend::attention_keeps_probs.
-  const bool keeps_probs = be.attention_keeps_probs();
-  const bool make_probs = keeps_probs || o.return_probs;
-  Tensor out = Tensor::empty(q.shape(), dt, dev);  // [B, Tq, H·d]
-  Tensor probs = Tensor::empty({s.batch, s.heads, make_probs ? s.tq : 0, make_probs ? s.tk : 0}, dt,
-                               dev);                                                // P, before dropout
-  Tensor lse = Tensor::empty({s.batch, s.heads, keeps_probs ? 0 : s.tq}, dt, dev);  // log Σ_j exp S_ij
-  Tensor rq = Tensor::empty({s.batch, s.heads, s.qknorm ? s.tq : 0}, dt, dev);     // 1/‖q‖
-  Tensor rk = Tensor::empty({s.batch, s.heads, s.qknorm ? s.tk : 0}, dt, dev);     // 1/‖k‖
-  const Tensor* gp = s.qknorm ? &g : nullptr;
-  be.attention_forward(s, q, k, v, gp, out, probs, lse, rq, rk);
+  Backend& be = backend(q.device());
+  // What the backward reads back, named; the backend chooses which (the CPU keeps P, the
+  // CUDA kernels lse, from which they recompute P).
+  AttentionState state = be.attention_state(s, q.dtype(), o.return_probs);
+  Tensor out = Tensor::empty(q.shape(), q.dtype(), q.device());  // [B, Tq, H·d]
+  be.attention_forward(s, q, k, v, s.qknorm ? &g : nullptr, out, state);
 
   const bool g_learns = s.qknorm && g.requires_grad();
   if (should_record(q, k, v) || (g_learns && grad_enabled())) {
     std::vector<Tensor> inputs = {q, k, v};
-    // P is saved only by a backend that reads it back (an empty tensor otherwise).
-    const Tensor saved_probs = keeps_probs ? probs : Tensor::empty({0}, dt, dev);
-    std::vector<Tensor> saved = {q, k, v, out, saved_probs, lse, rq, rk};
-    if (s.qknorm) {
-      inputs.push_back(g);
-      saved.push_back(g);
-    }
-    record("attention", inputs, {out}, saved, [s](BackwardContext& ctx) {
-      const Tensor& q = ctx.saved(0);
-      const Tensor& k = ctx.saved(1);
-      const Tensor& v = ctx.saved(2);
-      const Tensor* g = s.qknorm ? &ctx.saved(8) : nullptr;
-      Tensor dq = Tensor::empty(q.shape(), q.dtype(), q.device());
-      Tensor dk = Tensor::empty(k.shape(), k.dtype(), k.device());
-      Tensor dv = Tensor::empty(v.shape(), v.dtype(), v.device());
-      Tensor dg;
-      if (s.qknorm && ctx.needs_grad(3)) dg = Tensor::empty(g->shape(), g->dtype(), g->device());
-      backend(q.device()).attention_backward(s, q, k, v, g, ctx.saved(3), ctx.saved(4), ctx.saved(5),
-                                             ctx.saved(6), ctx.saved(7), ctx.grad_output(), dq, dk,
-                                             dv, dg.defined() ? &dg : nullptr);
-      ctx.accumulate(0, std::move(dq));
-      ctx.accumulate(1, std::move(dk));
-      ctx.accumulate(2, std::move(dv));
-      if (dg.defined()) ctx.accumulate(3, std::move(dg));
-    });
+    if (s.qknorm) inputs.push_back(g);
+    record_named("attention", inputs, {out},
+                 {{"q", q}, {"k", k}, {"v", v}, {"g", s.qknorm ? g : Tensor()}, {"out", out},
+                  {"probs", state.probs}, {"lse", state.lse}, {"rq", state.rq}, {"rk", state.rk}},
+                 [s](BackwardContext& ctx) {
+                   const Tensor& q = ctx.saved("q");
+                   const Tensor& k = ctx.saved("k");
+                   const Tensor& v = ctx.saved("v");
+                   const Tensor* g = s.qknorm ? &ctx.saved("g") : nullptr;
+                   const AttentionState kept{ctx.saved("probs"), ctx.saved("lse"), ctx.saved("rq"), ctx.saved("rk")};
+                   AttentionGrads grads{Tensor::empty(q.shape(), q.dtype(), q.device()),
+                                        Tensor::empty(k.shape(), k.dtype(), k.device()),
+                                        Tensor::empty(v.shape(), v.dtype(), v.device()), Tensor()};
+                   if (s.qknorm && ctx.needs_grad(3)) grads.dg = Tensor::empty(g->shape(), g->dtype(), g->device());
+                   backend(q.device()).attention_backward(s, q, k, v, g, ctx.saved("out"), kept, ctx.grad_output(), grads);
+                   ctx.accumulate(0, std::move(grads.dq));
+                   ctx.accumulate(1, std::move(grads.dk));
+                   ctx.accumulate(2, std::move(grads.dv));
+                   if (grads.dg.defined()) ctx.accumulate(3, std::move(grads.dg));
+                 });
   }
   // The probabilities users see are a detached handle on P (no copy, no gradient).
-  return {out, o.return_probs ? probs.detach() : Tensor()};
+  return {out, o.return_probs ? state.probs.detach() : Tensor()};
 }
 
 double qknorm_initial_g(double length) {

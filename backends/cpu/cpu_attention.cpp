@@ -161,9 +161,19 @@ T head_g(const AttentionSpec& s, const Tensor* g, int64_t h) {
 
 }  // namespace
 
+// The CPU keeps P (so the backward needs no exponentials) and, for qknorm, rq and rk; no lse.
+AttentionState CpuBackend::attention_state(const AttentionSpec& s, DType dtype, bool /*want_probs: always made*/) {
+  AttentionState state;
+  state.probs = Tensor::empty({s.batch, s.heads, s.tq, s.tk}, dtype);  // [B, H, tq, tk]
+  if (s.qknorm) {
+    state.rq = Tensor::empty({s.batch, s.heads, s.tq}, dtype);  // [B, H, tq]
+    state.rk = Tensor::empty({s.batch, s.heads, s.tk}, dtype);  // [B, H, tk]
+  }
+  return state;
+}
+
 void CpuBackend::attention_forward(const AttentionSpec& s, const Tensor& q, const Tensor& k,
-                                   const Tensor& v, const Tensor* g, Tensor& out, Tensor& probs,
-                                   Tensor& /*lse: not kept, the backward reads P*/, Tensor& rq, Tensor& rk) {
+                                   const Tensor& v, const Tensor* g, Tensor& out, AttentionState& state) {
   cpu::dispatch(q.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const int64_t pairs = s.batch * s.heads, d = s.head_dim, tile = s.tq * s.tk;
@@ -175,17 +185,17 @@ void CpuBackend::attention_forward(const AttentionSpec& s, const Tensor& q, cons
     const T* K = k.data<T>();
     const T* V = v.data<T>();
     T* O = out.data<T>();
-    T* PR = probs.data<T>();
-    T* RQ = rq.data<T>();
-    T* RK = rk.data<T>();
+    T* PR = state.probs.data<T>();
+    T* RQ = s.qknorm ? state.rq.data<T>() : nullptr;
+    T* RK = s.qknorm ? state.rk.data<T>() : nullptr;
     T* W = workspace.data<T>();
 #pragma omp parallel for schedule(static) if (pairs > 1 && pairs * tile * d >= kParallelGrain)
     for (int64_t pair = 0; pair < pairs; ++pair) {
       const int64_t b = pair / s.heads, h = pair % s.heads;
       const Head hd = head_of(s, b, h);
       T* P = PR + pair * tile;  // this head's [tq, tk] block of probs
-      T* rq_h = RQ + hd.stat_offset_q;
-      T* rk_h = RK + hd.stat_offset_k;
+      T* rq_h = s.qknorm ? RQ + hd.stat_offset_q : nullptr;
+      T* rk_h = s.qknorm ? RK + hd.stat_offset_k : nullptr;
       T* out_h = O + hd.out_offset;
       if (s.qknorm) {  // (1)
         inverse_norms(Q + hd.q_offset, s.tq, d, hd.ld, s.eps, rq_h);
@@ -222,9 +232,8 @@ void CpuBackend::attention_forward(const AttentionSpec& s, const Tensor& q, cons
 
 void CpuBackend::attention_backward(const AttentionSpec& s, const Tensor& q, const Tensor& k,
                                     const Tensor& v, const Tensor* g, const Tensor& out,
-                                    const Tensor& probs, const Tensor& /*lse*/, const Tensor& rq,
-                                    const Tensor& rk, const Tensor& dout, Tensor& dq, Tensor& dk,
-                                    Tensor& dv, Tensor* dg) {
+                                    const AttentionState& state, const Tensor& dout, AttentionGrads& grads) {
+  Tensor* dg = grads.dg.defined() ? &grads.dg : nullptr;
   cpu::dispatch(q.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const int64_t pairs = s.batch * s.heads, d = s.head_dim, tile = s.tq * s.tk;
@@ -237,17 +246,17 @@ void CpuBackend::attention_backward(const AttentionSpec& s, const Tensor& q, con
     const T* K = k.data<T>();
     const T* Vs = v.data<T>();
     const T* O = out.data<T>();
-    const T* PR = probs.data<T>();
-    const T* RQ = rq.data<T>();
-    const T* RK = rk.data<T>();
+    const T* PR = state.probs.data<T>();
+    const T* RQ = s.qknorm ? state.rq.data<T>() : nullptr;
+    const T* RK = s.qknorm ? state.rk.data<T>() : nullptr;
     const T* dO = dout.data<T>();
-    T* dQ = dq.data<T>();
-    T* dK = dk.data<T>();
-    T* dV = dv.data<T>();
+    T* dQ = grads.dq.data<T>();
+    T* dK = grads.dk.data<T>();
+    T* dV = grads.dv.data<T>();
     T* W = workspace.data<T>();
     // Cache rows beyond tk are not read by the forward: their gradient is 0.
-    std::fill(dK, dK + dk.numel(), T(0));
-    std::fill(dV, dV + dv.numel(), T(0));
+    std::fill(dK, dK + grads.dk.numel(), T(0));
+    std::fill(dV, dV + grads.dv.numel(), T(0));
 #pragma omp parallel for schedule(static) if (pairs > 1 && pairs * tile * d >= kParallelGrain)
     for (int64_t pair = 0; pair < pairs; ++pair) {
       const int64_t b = pair / s.heads, h = pair % s.heads;
@@ -257,8 +266,8 @@ void CpuBackend::attention_backward(const AttentionSpec& s, const Tensor& q, con
       T* U = dS + tile;
       T* Vh = U + s.tq * d;
       const T* P = PR + pair * tile;
-      const T* rq_h = RQ + hd.stat_offset_q;
-      const T* rk_h = RK + hd.stat_offset_k;
+      const T* rq_h = s.qknorm ? RQ + hd.stat_offset_q : nullptr;
+      const T* rk_h = s.qknorm ? RK + hd.stat_offset_k : nullptr;
       const T* q_h = Q + hd.q_offset;
       const T* k_h = K + hd.kv_offset;
       const T* v_h = Vs + hd.kv_offset;

@@ -58,15 +58,13 @@ class CpuBackend final : public Backend {
   void l2_normalize_backward(const Tensor& y, const Tensor& norm, double eps, const Tensor& dy,
                              Tensor& dx) override;
 
-  // cpu_attention.cpp
-  void attention_forward(const AttentionSpec& spec, const Tensor& q, const Tensor& k,
-                         const Tensor& v, const Tensor* g, Tensor& out, Tensor& probs,
-                         Tensor& lse, Tensor& rq, Tensor& rk) override;
-  void attention_backward(const AttentionSpec& spec, const Tensor& q, const Tensor& k,
-                          const Tensor& v, const Tensor* g, const Tensor& out, const Tensor& probs,
-                          const Tensor& lse, const Tensor& rq, const Tensor& rk,
-                          const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv,
-                          Tensor* dg) override;
+  // cpu_attention.cpp (keeps P for the backward)
+  AttentionState attention_state(const AttentionSpec& spec, DType dtype, bool want_probs) override;
+  void attention_forward(const AttentionSpec& spec, const Tensor& q, const Tensor& k, const Tensor& v,
+                         const Tensor* g, Tensor& out, AttentionState& state) override;
+  void attention_backward(const AttentionSpec& spec, const Tensor& q, const Tensor& k, const Tensor& v,
+                          const Tensor* g, const Tensor& out, const AttentionState& state, const Tensor& dout,
+                          AttentionGrads& grads) override;
 
   // cpu_index.cpp
   void permute(const Tensor& x, const std::vector<int>& perm, Tensor& out) override;

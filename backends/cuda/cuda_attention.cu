@@ -745,8 +745,11 @@ unsigned warp_grid(int64_t rows) {
 }  // namespace
 
 void CudaBackend::attention_forward(const AttentionSpec& spec, const Tensor& q, const Tensor& k,
-                                    const Tensor& v, const Tensor* g, Tensor& out, Tensor& probs,
-                                    Tensor& lse, Tensor& rq, Tensor& rk) {
+                                    const Tensor& v, const Tensor* g, Tensor& out, AttentionState& state) {
+  Tensor& lse = state.lse;  // the forward's outputs, named as in the kernels
+  Tensor& rq = state.rq;
+  Tensor& rk = state.rk;
+  Tensor& probs = state.probs;  // undefined unless the caller asked for P
   QKGRAD_CHECK(!spec.qknorm || g != nullptr, "attention_forward: qknorm needs the gain g");
   const AttnDims s = dims_of(spec);
   const int64_t query_rows = s.batch * s.heads * s.tq, key_rows = s.batch * s.heads * s.tk;
@@ -778,7 +781,7 @@ void CudaBackend::attention_forward(const AttentionSpec& spec, const Tensor& q, 
         out.data<T>(), lse.data<T>());
     QKGRAD_CUDA_LAUNCHED();
     const int64_t elements = query_rows * s.tk;
-    if (probs.numel() > 0 && elements > 0) {  // a user asked for P
+    if (probs.defined() && elements > 0) {  // a user asked for P
       attention_probs_kernel<T><<<warp_grid(elements), kRowThreads>>>(
           s, lengths_ptr, q.data<T>(), k.data<T>(), g_ptr, rq_ptr, rk_ptr, lse.data<T>(),
           probs.data<T>());
@@ -789,10 +792,14 @@ void CudaBackend::attention_forward(const AttentionSpec& spec, const Tensor& q, 
 
 void CudaBackend::attention_backward(const AttentionSpec& spec, const Tensor& q, const Tensor& k,
                                      const Tensor& v, const Tensor* g, const Tensor& out,
-                                     const Tensor& /*probs: recomputed from lse*/,
-                                     const Tensor& lse, const Tensor& rq, const Tensor& rk,
-                                     const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv,
-                                     Tensor* dg) {
+                                     const AttentionState& state, const Tensor& dout, AttentionGrads& grads) {
+  const Tensor& lse = state.lse;  // P is recomputed from lse, tile by tile
+  const Tensor& rq = state.rq;
+  const Tensor& rk = state.rk;
+  Tensor& dq = grads.dq;
+  Tensor& dk = grads.dk;
+  Tensor& dv = grads.dv;
+  Tensor* dg = grads.dg.defined() ? &grads.dg : nullptr;
   QKGRAD_CHECK(!spec.qknorm || g != nullptr, "attention_backward: qknorm needs the gain g");
   const AttnDims s = dims_of(spec);
   const int64_t query_rows = s.batch * s.heads * s.tq;

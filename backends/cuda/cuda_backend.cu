@@ -170,6 +170,19 @@ bool cuda_tf32_enabled() {
 void* CudaBackend::allocate(std::size_t bytes) { return allocator_.allocate(bytes); }
 void CudaBackend::deallocate(void* ptr, std::size_t) { allocator_.deallocate(ptr); }
 AllocatorStats CudaBackend::allocator_stats() const { return allocator_.stats(); }
+// The CUDA attention kernels keep lse and recompute P in the backward (flash-style); P is made
+// only when the caller wants it. rq and rk for qknorm.
+AttentionState CudaBackend::attention_state(const AttentionSpec& s, DType dtype, bool want_probs) {
+  AttentionState state;
+  state.lse = Tensor::empty({s.batch, s.heads, s.tq}, dtype, Device::cuda);  // [B, H, tq]
+  if (want_probs) state.probs = Tensor::empty({s.batch, s.heads, s.tq, s.tk}, dtype, Device::cuda);
+  if (s.qknorm) {
+    state.rq = Tensor::empty({s.batch, s.heads, s.tq}, dtype, Device::cuda);  // [B, H, tq]
+    state.rk = Tensor::empty({s.batch, s.heads, s.tk}, dtype, Device::cuda);  // [B, H, tk]
+  }
+  return state;
+}
+
 void CudaBackend::release_cached_memory() { allocator_.release(); }
 void CudaBackend::reset_peak_memory() { allocator_.reset_peak(); }
 

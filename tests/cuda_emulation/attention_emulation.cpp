@@ -94,20 +94,33 @@ std::vector<std::string> run_case(const Case& c, DType dtype, std::mt19937& rng)
   const Tensor g = c.per_head_g ? random_tensor({c.heads}, dtype, rng, 3.0) : Tensor::from_vector({2.5}, {1}, dtype);
   const Tensor* gp = c.qknorm ? &g : nullptr;
 
-  // Outputs pre-filled with 777, so an element a kernel forgets to write shows.
+  // Outputs pre-filled with 777, so an element a kernel forgets to write shows. The state
+  // holds what each backend keeps (Backend::attention_state): the CPU P (and rq, rk for qknorm),
+  // the emulated GPU lse (and rq, rk), writing P only when asked.
   auto filled = [&](const Shape& shape) { return Tensor::full(shape, 777, dtype); };
-  const Shape rq_shape{c.batch, c.heads, c.qknorm ? c.tq : 0}, rk_shape{c.batch, c.heads, c.qknorm ? c.tk : 0};
-  // The CPU keeps P (lse empty); the emulated GPU keeps lse and writes P only when asked.
-  Tensor cpu_out = filled(q.shape()), cpu_probs = filled({c.batch, c.heads, c.tq, c.tk});
-  Tensor cpu_lse = filled({c.batch, c.heads, 0}), cpu_rq = filled(rq_shape), cpu_rk = filled(rk_shape);
-  backend(Device::cpu).attention_forward(s, q, k, v, gp, cpu_out, cpu_probs, cpu_lse, cpu_rq, cpu_rk);
-  Tensor out = filled(q.shape()), probs = filled({c.batch, c.heads, c.tq, c.tk});
-  Tensor lse = filled({c.batch, c.heads, c.tq}), rq = filled(rq_shape), rk = filled(rk_shape);
-  emu_attention_forward(s, q, k, v, gp, out, probs, lse, rq, rk);
+  const Shape p_shape{c.batch, c.heads, c.tq, c.tk}, lse_shape{c.batch, c.heads, c.tq};
+  const Shape rq_shape{c.batch, c.heads, c.tq}, rk_shape{c.batch, c.heads, c.tk};
+  auto norms = [&](AttentionState st) {
+    if (c.qknorm) {
+      st.rq = filled(rq_shape);
+      st.rk = filled(rk_shape);
+    }
+    return st;
+  };
+  Tensor cpu_out = filled(q.shape());
+  AttentionState cpu_state = norms({filled(p_shape), Tensor(), Tensor(), Tensor()});
+  backend(Device::cpu).attention_forward(s, q, k, v, gp, cpu_out, cpu_state);
+  Tensor out = filled(q.shape());
+  AttentionState state = norms({filled(p_shape), filled(lse_shape), Tensor(), Tensor()});
+  emu_attention_forward(s, q, k, v, gp, out, state);
   // The training path: no P. out and lse must be the same bits.
-  Tensor out_2 = filled(q.shape()), no_probs = Tensor::empty({c.batch, c.heads, 0, 0}, dtype);
-  Tensor lse_2 = filled(lse.shape()), rq_2 = filled(rq_shape), rk_2 = filled(rk_shape);
-  emu_attention_forward(s, q, k, v, gp, out_2, no_probs, lse_2, rq_2, rk_2);
+  Tensor out_2 = filled(q.shape());
+  AttentionState state_2 = norms({Tensor(), filled(lse_shape), Tensor(), Tensor()});
+  emu_attention_forward(s, q, k, v, gp, out_2, state_2);
+  const Tensor& probs = state.probs;
+  const Tensor& cpu_probs = cpu_state.probs;
+  const Tensor& lse = state.lse;
+  const Tensor& lse_2 = state_2.lse;
 
   std::vector<std::string> failures;
   auto check = [&](const char* name, const Tensor& got, const Tensor& want, double tolerance) {
@@ -116,23 +129,26 @@ std::vector<std::string> run_case(const Case& c, DType dtype, std::mt19937& rng)
   };
   check("out", out, cpu_out, tol);
   check("probs", probs, cpu_probs, tol);
-  check("rq", rq, cpu_rq, tol);
-  check("rk", rk, cpu_rk, tol);
+  if (c.qknorm) {
+    check("rq", state.rq, cpu_state.rq, tol);
+    check("rk", state.rk, cpu_state.rk, tol);
+  }
   if (out_2.to_vector() != out.to_vector() || lse_2.to_vector() != lse.to_vector()) {
     failures.push_back("out or lse differ between the runs with and without P");
   }
 
   auto gradients = [&] {
-    return std::vector<Tensor>{filled(q.shape()), filled(k.shape()), filled(v.shape()), filled(g.shape())};
+    return AttentionGrads{filled(q.shape()), filled(k.shape()), filled(v.shape()), c.qknorm ? filled(g.shape()) : Tensor()};
   };
-  std::vector<Tensor> want = gradients(), got = gradients();
-  backend(Device::cpu).attention_backward(s, q, k, v, gp, cpu_out, cpu_probs, cpu_lse, cpu_rq, cpu_rk, dout,
-                                          want[0], want[1], want[2], c.qknorm ? &want[3] : nullptr);
+  AttentionGrads want = gradients(), got = gradients();
+  backend(Device::cpu).attention_backward(s, q, k, v, gp, cpu_out, cpu_state, dout, want);
   // The emulated backward reads only what its own forward kept (out, lse, rq, rk; no P).
-  emu_attention_backward(s, q, k, v, gp, out, no_probs, lse, rq, rk, dout, got[0], got[1], got[2],
-                         c.qknorm ? &got[3] : nullptr);
-  const char* names[] = {"dq", "dk", "dv", "dg"};
-  for (int i = 0; i < 4; ++i) check(names[i], got[i], want[i], i == 3 ? 10 * tol : tol);  // dg: long sums
+  const AttentionState kept{Tensor(), lse, state.rq, state.rk};
+  emu_attention_backward(s, q, k, v, gp, out, kept, dout, got);
+  check("dq", got.dq, want.dq, tol);
+  check("dk", got.dk, want.dk, tol);
+  check("dv", got.dv, want.dv, tol);
+  if (c.qknorm) check("dg", got.dg, want.dg, 10 * tol);  // dg: long sums
   return failures;
 }
 
