@@ -26,7 +26,7 @@ void add_into_grad(TensorImpl& impl, Tensor grad) {
   }
   Tensor acc(impl.grad);
   backend(acc.device()).axpy(1.0, grad, acc);
-  acc.impl()->storage->bump_version();
+  acc.mark_written();
 }
 }  // namespace
 
@@ -102,7 +102,7 @@ BackwardContext::GradTarget BackwardContext::grad_target(int i) {
     impl.grad = Tensor::empty(impl.shape, impl.dtype, impl.device()).impl_ptr();
     return {Tensor(impl.grad), false};
   }
-  impl.grad->storage->bump_version();
+  Tensor(impl.grad).mark_written();
   return {Tensor(impl.grad), true};
 }
 

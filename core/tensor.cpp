@@ -166,6 +166,8 @@ template int64_t* Tensor::data<int64_t>() const;
 
 uint64_t Tensor::version() const { return checked_impl("version").storage->version(); }
 
+void Tensor::mark_written() const { checked_impl("mark_written").storage->bump_version(); }
+
 // ---- element access ----
 
 namespace {
@@ -211,7 +213,7 @@ void Tensor::set(std::initializer_list<int64_t> index, double value) {
   } else {
     backend(device()).copy_from_host(dst, &value, sizeof value);
   }
-  impl_->storage->bump_version();
+  mark_written();
 }
 
 std::vector<double> Tensor::to_vector() const {
@@ -257,7 +259,7 @@ Tensor Tensor::to(Device target) const {
 Tensor& Tensor::fill_(double value) {
   check_inplace(*this, "fill_");
   backend(device()).fill(*this, value);
-  impl_->storage->bump_version();
+  mark_written();
   return *this;
 }
 
@@ -280,7 +282,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
       backend(src.device()).copy_to_host(raw_data(), staged.raw_data(), nbytes());
     }
   }
-  impl_->storage->bump_version();
+  mark_written();
   return *this;
 }
 
@@ -318,7 +320,7 @@ void Tensor::zero_grad() {
   if (impl.grad) {
     Tensor grad(impl.grad);
     backend(grad.device()).fill(grad, 0.0);
-    impl.grad->storage->bump_version();
+    grad.mark_written();
   }
 }
 

@@ -99,6 +99,11 @@ class Tensor {
   Tensor& fill_(double value);
   Tensor& zero_() { return fill_(0.0); }
   Tensor& copy_(const Tensor& src);  // same shape and dtype; any devices
+  // The one way to say that this tensor's memory was just written in place by a kernel called
+  // outside an op (an optimizer update, a cache append, gradient clipping): it bumps the
+  // storage's version, so that a backward which saved the old contents refuses to run on the
+  // new ones. fill_, copy_ and the ops' own in-place writes call it too.
+  void mark_written() const;
 
   // ---- autograd (core/autograd.h) ----
   bool requires_grad() const;

@@ -26,8 +26,8 @@ void KVCache::append(const Tensor& k_step, const Tensor& v_step) {
   Backend& be = backend(keys_.device());
   be.copy_block(k_step, t, 0, keys_, capacity(), length_, batch, t, width, false);
   be.copy_block(v_step, t, 0, values_, capacity(), length_, batch, t, width, false);
-  keys_.impl()->storage->bump_version();
-  values_.impl()->storage->bump_version();
+  keys_.mark_written();
+  values_.mark_written();
   length_ += t;
 }
 

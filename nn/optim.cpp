@@ -36,7 +36,7 @@ void Optimizer::step() {
     const Tensor g = p.grad();
     if (!g.defined()) continue;
     update(i, p, g);
-    p.impl()->storage->bump_version();
+    p.mark_written();
   }
 }
 
@@ -140,16 +140,11 @@ std::vector<NamedTensor> Adam::state_tensors() const {
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   QKGRAD_CHECK(max_norm > 0, "clip_grad_norm: max_norm must be > 0, got ", max_norm);
   NoGradGuard no_grad;
-  // Σ g² in float64 (no overflow, fixed order), one backend call per device (normally one).
-  std::vector<Tensor> cpu_grads, cuda_grads;
+  std::vector<Tensor> grads;
   for (const Tensor& p : params) {
-    const Tensor g = p.grad();
-    if (g.defined()) (g.device() == Device::cpu ? cpu_grads : cuda_grads).push_back(g);
+    if (p.grad().defined()) grads.push_back(p.grad());
   }
-  double total = 0;
-  if (!cpu_grads.empty()) total += backend(Device::cpu).sum_of_squares(cpu_grads);
-  if (!cuda_grads.empty()) total += backend(Device::cuda).sum_of_squares(cuda_grads);
-  const double norm = std::sqrt(total);
+  const double norm = std::sqrt(sum_of_squares(grads));  // float64, a fixed order (ops/ops.h)
   if (!std::isfinite(norm)) return norm;
   if (norm > max_norm) {
     const double scale = max_norm / (norm + 1e-6);
@@ -157,7 +152,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
       Tensor g = p.grad();
       if (!g.defined()) continue;
       backend(g.device()).scale(g, scale, g);
-      g.impl()->storage->bump_version();
+      g.mark_written();
     }
   }
   return norm;

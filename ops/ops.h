@@ -69,6 +69,12 @@ Tensor logsumexp(const Tensor& x, int axis, bool keepdim = false);
 Tensor norm(const Tensor& x);                                 // l2 norm √(Σ x²)
 Tensor norm(const Tensor& x, int axis, bool keepdim = false);
 
+// Σ x² over every element of every tensor in xs, in float64 (no overflow) and a fixed order,
+// as a number on the host: not differentiable (gradient-norm clipping, finiteness checks). One
+// backend call per device the tensors are on (normally one), in the order the devices first
+// appear in xs.
+double sum_of_squares(const std::vector<Tensor>& xs);
+
 // ---- linear algebra (ops/matmul.cpp) ----
 // op(a): [..., m, k], op(b): [..., k, n] -> [..., m, n], where op(x) is x, or x with its last
 // two dims swapped when its trans flag is set (a GEMM flag: no copy). The leading (batch) dims

@@ -2,6 +2,7 @@
 //
 // Backward of a sum is a broadcast: every input element contributed once to its sum, so it
 // receives that sum's gradient unchanged. A mean divides by the count n on the way back too.
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <vector>
@@ -174,6 +175,22 @@ Tensor logsumexp(const Tensor& x, int axis, bool keepdim) {
 Tensor norm(const Tensor& x) { return reduce_op("norm", ReduceOp::norm, x, std::nullopt, false, true, norm_backward); }
 Tensor norm(const Tensor& x, int axis, bool keepdim) {
   return reduce_op("norm", ReduceOp::norm, x, axis, keepdim, true, norm_backward);
+}
+
+double sum_of_squares(const std::vector<Tensor>& xs) {
+  std::vector<Device> devices;  // in the order they first appear: fixed for a given list
+  for (const Tensor& x : xs) {
+    if (x.defined() && std::find(devices.begin(), devices.end(), x.device()) == devices.end()) devices.push_back(x.device());
+  }
+  double total = 0;
+  for (const Device device : devices) {
+    std::vector<Tensor> on;
+    for (const Tensor& x : xs) {
+      if (x.defined() && x.device() == device) on.push_back(x);
+    }
+    total += backend(device).sum_of_squares(on);
+  }
+  return total;
 }
 
 }  // namespace qkgrad

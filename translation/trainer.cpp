@@ -544,10 +544,10 @@ std::string first_non_finite(const Seq2SeqTransformer& model, const std::vector<
     const Tensor t = gradients ? p.grad() : p;
     if (t.defined()) all.push_back(t);
   }
-  if (std::isfinite(backend(model.device()).sum_of_squares(all))) return "";
+  if (std::isfinite(sum_of_squares(all))) return "";
   for (const auto& [name, p] : model.named_parameters()) {
     const Tensor t = gradients ? p.grad() : Tensor(p);
-    if (t.defined() && !std::isfinite(backend(t.device()).sum_of_squares({t}))) return name;
+    if (t.defined() && !std::isfinite(sum_of_squares({t}))) return name;
   }
   return "(several)";  // finite one by one, but their squares overflow together
 }
