@@ -7,6 +7,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_common.h"
 #include "backends/cpu/cpu_math.h"
+#include "core/row_functions.h"
 
 namespace qkgrad {
 
@@ -33,17 +34,8 @@ void CpuBackend::cross_entropy(const Tensor& logits, const Tensor& targets, doub
         total += zr[j];
       }
       l[r] = m + std::log(s);
-      // −Σ_c q_c (z_c − lse) = lse − (1 − ε) z_t − (ε/V) Σ_c z_c, since Σ q = 1. A term with
-      // weight 0 is left out rather than multiplied: a logit of −∞ (a masked class) would make
-      // 0 · (−∞) = NaN.
-      if (t[r] == ignore_index) {
-        loss[r] = T(0);
-        continue;
-      }
-      T value = l[r];
-      if (on != T(0)) value -= on * zr[t[r]];
-      if (off != T(0)) value -= off * total;
-      loss[r] = value;
+      // −Σ_c q_c (z_c − lse) = lse − (1 − ε) z_t − (ε/V) Σ_c z_c, since Σ q = 1.
+      loss[r] = t[r] == ignore_index ? T(0) : rows::smoothed_cross_entropy(l[r], zr[t[r]], total, on, off);
     }
   });
 }
@@ -69,9 +61,11 @@ void CpuBackend::cross_entropy_backward(const Tensor& logits, const Tensor& lse,
         continue;
       }
       const T lse = l[r];
+      const int64_t target = t[r];
 #pragma omp simd
-      for (int64_t j = 0; j < v; ++j) dr[j] = scale * (cpu::exp_fast(zr[j] - lse) - off);  // p − ε/V
-      dr[t[r]] -= scale * on;                                                          // − (1 − ε)
+      for (int64_t j = 0; j < v; ++j) {
+        dr[j] = rows::smoothed_cross_entropy_grad(scale, cpu::exp_fast(zr[j] - lse), off, j == target, on);  // p − q
+      }
     }
   });
 }

@@ -9,6 +9,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_common.h"
 #include "backends/cpu/cpu_math.h"
+#include "core/row_functions.h"
 
 namespace qkgrad {
 
@@ -85,11 +86,11 @@ void CpuBackend::softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx,
         T s = 0;
         for (int64_t j = 0; j < d; ++j) s += gr[j];
 #pragma omp simd
-        for (int64_t j = 0; j < d; ++j) dr[j] = gr[j] - cpu::exp_fast(yr[j]) * s;
+        for (int64_t j = 0; j < d; ++j) dr[j] = rows::log_softmax_grad(cpu::exp_fast(yr[j]), gr[j], s);
       } else {  // dx = y ⊙ (dy − Σ dy ⊙ y)
         T s = 0;
         for (int64_t j = 0; j < d; ++j) s += gr[j] * yr[j];
-        for (int64_t j = 0; j < d; ++j) dr[j] = yr[j] * (gr[j] - s);
+        for (int64_t j = 0; j < d; ++j) dr[j] = rows::softmax_grad(yr[j], gr[j], s);
       }
     }
   });
@@ -124,7 +125,7 @@ void CpuBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& 
       rs[r] = inv;
       T* yr = out + r * d;
 #pragma omp simd
-      for (int64_t j = 0; j < d; ++j) yr[j] = (xr[j] - m) * inv * ga[j] + be[j];
+      for (int64_t j = 0; j < d; ++j) yr[j] = rows::layer_norm_value(xr[j], m, inv, ga[j], be[j]);
     }
   });
 }
@@ -160,10 +161,7 @@ void CpuBackend::layer_norm_backward(const Tensor& x, const Tensor& gamma, const
         mean_hx /= static_cast<T>(d);
         T* dr = out + r * d;
 #pragma omp simd
-        for (int64_t j = 0; j < d; ++j) {
-          const T xhat = (xr[j] - m) * rstd_r;
-          dr[j] = rstd_r * (gr[j] * ga[j] - mean_h - xhat * mean_hx);
-        }
+        for (int64_t j = 0; j < d; ++j) dr[j] = rows::layer_norm_grad(xr[j], gr[j], ga[j], m, rstd_r, mean_h, mean_hx);
       }
     }
     if (dgamma || dbeta) {
@@ -247,7 +245,7 @@ void CpuBackend::l2_normalize_backward(const Tensor& y, const Tensor& norm, doub
       if (nr[r] > e) {
         for (int64_t j = 0; j < d; ++j) dot += yr[j] * gr[j];
       }
-      for (int64_t j = 0; j < d; ++j) dr[j] = inv * (gr[j] - yr[j] * dot);
+      for (int64_t j = 0; j < d; ++j) dr[j] = rows::l2_normalize_grad(yr[j], gr[j], inv, dot);
     }
   });
 }

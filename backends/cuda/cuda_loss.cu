@@ -19,6 +19,7 @@
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_common.cuh"
+#include "core/row_functions.h"
 #include "core/backend.h"
 #include "core/tensor.h"
 
@@ -64,10 +65,7 @@ __global__ void cross_entropy_kernel(const T* z, const int64_t* targets, int64_t
       } else if (t < 0 || t >= v) {
         loss[r] = static_cast<T>(NAN);  // never read out of bounds (see the top of the file)
       } else {
-        T value = l;
-        if (on != T(0)) value -= on * zr[t];
-        if (off != T(0)) value -= off * total;
-        loss[r] = value;
+        loss[r] = rows::smoothed_cross_entropy(l, zr[t], total, on, off);
       }
     }
   }
@@ -93,9 +91,7 @@ __global__ void cross_entropy_backward_kernel(const T* z, const T* lse, const in
     } else {
       const T l = lse[r];
       for (int64_t j = threadIdx.x; j < v; j += blockDim.x) {
-        T g = scale * (exp_of(zr[j] - l) - off);  // p − ε/V
-        if (j == t) g -= scale * on;               // − (1 − ε)
-        dr[j] = g;
+        dr[j] = rows::smoothed_cross_entropy_grad(scale, exp_of(zr[j] - l), off, j == t, on);  // p − q
       }
     }
   }

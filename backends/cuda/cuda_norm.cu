@@ -18,6 +18,7 @@
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_common.cuh"
+#include "core/row_functions.h"
 #include "core/backend.h"
 #include "core/tensor.h"
 
@@ -94,7 +95,7 @@ __global__ void softmax_backward_kernel(const T* y, const T* dy, int64_t rows, i
     for (int64_t j = threadIdx.x; j < d; j += blockDim.x) s += log ? gr[j] : gr[j] * yr[j];
     s = block_sum(s, shared);
     for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
-      dr[j] = log ? gr[j] - exp_of(yr[j]) * s : yr[j] * (gr[j] - s);
+      dr[j] = log ? rows::log_softmax_grad(exp_of(yr[j]), gr[j], s) : rows::softmax_grad(yr[j], gr[j], s);
     }
   }
 }
@@ -124,7 +125,7 @@ __global__ void layer_norm_kernel(const T* x, const T* gamma, const T* beta, int
       rstd[r] = inv;
     }
     for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
-      yr[j] = (xr[j] - m) * inv * gamma[j] + beta[j];
+      yr[j] = rows::layer_norm_value(xr[j], m, inv, gamma[j], beta[j]);
     }
   }
 }
@@ -149,8 +150,7 @@ __global__ void layer_norm_dx_kernel(const T* x, const T* gamma, const T* mean, 
     mean_h = block_sum(mean_h, shared) / static_cast<T>(d);
     mean_hx = block_sum(mean_hx, shared) / static_cast<T>(d);
     for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
-      const T xhat = (xr[j] - m) * rstd_r;
-      dr[j] = rstd_r * (gr[j] * gamma[j] - mean_h - xhat * mean_hx);
+      dr[j] = rows::layer_norm_grad(xr[j], gr[j], gamma[j], m, rstd_r, mean_h, mean_hx);
     }
   }
 }
@@ -232,7 +232,7 @@ __global__ void l2_normalize_backward_kernel(const T* y, const T* norm, T eps, c
     for (int64_t j = threadIdx.x; j < d; j += blockDim.x) dot += yr[j] * gr[j];
     dot = block_sum(dot, shared);  // every thread takes part, then the indicator applies
     if (!(n > eps)) dot = T(0);
-    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) dr[j] = inv * (gr[j] - yr[j] * dot);
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) dr[j] = rows::l2_normalize_grad(yr[j], gr[j], inv, dot);
   }
 }
 
