@@ -1,7 +1,7 @@
 // The per-element formulas of the fused row ops (softmax, log_softmax, layer_norm,
-// l2_normalize, the label-smoothed cross-entropy), written once and shared by the CPU kernels
-// (backends/cpu/cpu_norm.cpp, cpu_loss.cpp) and the CUDA kernels (backends/cuda/cuda_norm.cu,
-// cuda_loss.cu). Each backend gathers a row's statistics its own way (OpenMP threads and SIMD
+// l2_normalize, the label-smoothed cross-entropy, the fused attention's backward), written once
+// and shared by the CPU kernels (backends/cpu/cpu_norm.cpp, cpu_loss.cpp, cpu_attention.cpp) and
+// the CUDA kernels (backends/cuda/cuda_norm.cu, cuda_loss.cu, cuda_attention.cu). Each backend gathers a row's statistics its own way (OpenMP threads and SIMD
 // sums on the CPU, warp and block reductions on the GPU); then both apply these, element by
 // element. The names of the equations are those of docs/autodiff.md, where they are derived.
 #pragma once
@@ -59,6 +59,24 @@ QKGRAD_HOST_DEVICE T smoothed_cross_entropy_grad(T scale, T p, T off, bool is_ta
   T g = scale * (p - off);  // p − ε/V
   if (is_target) g -= scale * on;  // − (1 − ε)
   return g;
+}
+
+// The fused attention's backward, per element (equations of docs/qknorm-attention.md):
+// (11) dS_ij = P_ij (dP_ij − D_i), with D_i = dout_i · out_i.
+template <typename T>
+QKGRAD_HOST_DEVICE T attention_ds(T p, T dp, T delta) {
+  return p * (dp - delta);
+}
+// (14) back through x̂ = r·x, r = 1/max(‖x‖, eps), with the gradient of x̂ given as gain·grad:
+//   dx = r (gain·grad − x̂ along), along = x̂ · (gain·grad) when ‖x‖ > eps, else 0
+// (below eps, x̂ = x/eps is linear in x and nothing is removed).
+template <typename T>
+QKGRAD_HOST_DEVICE T through_norm_along(T norm, T eps, T dot) {
+  return norm > eps ? dot : T(0);
+}
+template <typename T>
+QKGRAD_HOST_DEVICE T through_norm_grad(T x, T r, T gain, T grad, T along) {
+  return r * (gain * grad - x * r * along);
 }
 
 }  // namespace qkgrad::rows

@@ -22,6 +22,7 @@
 #include "backends/cpu/cpu_common.h"
 #include "backends/cpu/cpu_math.h"
 #include "backends/cpu/cpu_philox.h"
+#include "core/row_functions.h"
 #include "core/philox.h"
 
 namespace qkgrad {
@@ -313,7 +314,7 @@ void CpuBackend::attention_backward(const AttentionSpec& s, const Tensor& q, con
           T* row = dS_r + i * s.tk;
           const T* p_row = P_r + i * s.tk;
 #pragma omp simd
-          for (int64_t j = 0; j < n; ++j) row[j] = p_row[j] * (row[j] - D);
+          for (int64_t j = 0; j < n; ++j) row[j] = rows::attention_ds(p_row[j], row[j], D);
         }
         if (!s.qknorm) {  // (15): dq = scale dS k, dk += scale dSᵀ q, straight into the outputs
           block_gemm(false, false, r.rows, d, n, s.scale, dS_r, s.tk, k_h, hd.ld, 0.0, dq_h + first * hd.ld, hd.ld);
@@ -345,9 +346,9 @@ void CpuBackend::attention_backward(const AttentionSpec& s, const Tensor& q, con
             sq += x[i * hd.ld + c] * x[i * hd.ld + c];
             dot += x[i * hd.ld + c] * r[i] * gh * xhat_grad[i * d + c];  // x̂ · x̂̄
           }
-          const T along = std::sqrt(sq) > static_cast<T>(s.eps) ? dot : T(0);
+          const T along = rows::through_norm_along(std::sqrt(sq), static_cast<T>(s.eps), dot);
           for (int64_t c = 0; c < d; ++c) {
-            dx[i * hd.ld + c] = r[i] * (gh * xhat_grad[i * d + c] - x[i * hd.ld + c] * r[i] * along);
+            dx[i * hd.ld + c] = rows::through_norm_grad(x[i * hd.ld + c], r[i], gh, xhat_grad[i * d + c], along);
           }
         }
       };

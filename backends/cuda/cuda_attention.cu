@@ -33,6 +33,7 @@
 #include "core/backend.h"
 #include "core/error.h"
 #include "core/philox.h"
+#include "core/row_functions.h"
 #include "core/tensor.h"
 
 namespace qkgrad {
@@ -203,8 +204,8 @@ __device__ void warp_through_norm(const T* x, T r, T gain, T eps, int64_t d, con
   }
   const T sq = warp_sum(local_sq);
   const T dot = warp_sum(local_dot);
-  const T along = sqrt_of(sq) > eps ? dot : T(0);
-  for (int64_t c = lane; c < d; c += 32) dx[c] = r * (gain * grad[c] - x[c] * r * along);
+  const T along = rows::through_norm_along(sqrt_of(sq), eps, dot);
+  for (int64_t c = lane; c < d; c += 32) dx[c] = rows::through_norm_grad(x[c], r, gain, grad[c], along);
 }
 
 // Carves one block's dynamic shared memory into arrays, in order; with a null base it only
@@ -491,7 +492,7 @@ __device__ inline void recompute_p_and_ds(const AttnDims& s, const QueryRowStats
   const T factor = s.dropout_on ? dropout_factor<T>(s, row * s.tk + j) : T(1);
   const T dp = s.dropout_on ? dot * factor : dot;
   p_kept = p * factor;
-  ds = p * (dp - st.delta[r]);
+  ds = rows::attention_ds(p, dp, st.delta[r]);
 }
 
 // One dq block's shared memory.

@@ -43,7 +43,7 @@ begin = common.index('namespace qkgrad::cuda {') + len('namespace qkgrad::cuda {
 helpers = common[begin:common.rindex('}  // namespace qkgrad::cuda')]
 
 with open(os.path.join(out_dir, 'attention_kernels.h'), 'w') as f:
-    f.write('#pragma once\n#include "emu.h"\n#include "backends/dtype_dispatch.h"\n'
+    f.write('#pragma once\n#include "emu.h"\n#include "backends/dtype_dispatch.h"\n#include "core/row_functions.h"\n'
             'namespace qkgrad::cuda {\n' + helpers + '}\n'
             'namespace qkgrad {\n' + kernels + '}  // namespace qkgrad\n')
 
