@@ -117,6 +117,7 @@ void for_each_setting(Settings& s, Visit&& visit) {
   visit("ffn_dropout", s.ffn_dropout, Resume::may_change, Allowed{0, 0.99, {}});
   visit("word_dropout", s.word_dropout, Resume::may_change, Allowed{0, 0.99, {}});
   visit("batch_tokens", s.batch_tokens, Resume::fixed, Allowed{16, 10000000, {}});
+  visit("accumulate", s.accumulate, Resume::may_change, Allowed{1, 1024, {}});
   visit("lr", s.lr, Resume::may_change, Allowed{1e-9, 10, {}});
   visit("warmup", s.warmup, Resume::may_change, Allowed{0, kSteps, {}});
   visit("schedule", s.schedule, Resume::may_change, Allowed{0, 0, {"plateau", "cosine", "inverse_sqrt"}});

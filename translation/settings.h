@@ -33,6 +33,7 @@ struct RunSettings {
   // ---- the recipe ----
   double dropout = 0.1, attention_dropout = 0.1, ffn_dropout = 0.1, word_dropout = 0.1;
   int64_t batch_tokens = 4096;         // padded tokens per batch (max of the source and target sides)
+  int64_t accumulate = 1;              // each batch as this many micro-batches, gradients summed
   double lr = 1e-3;                    // peak learning rate
   int64_t warmup = 4000;               // linear warmup steps
   std::string schedule = "plateau";    // plateau (the paper's), cosine (to 0 at max_steps), inverse_sqrt

@@ -782,23 +782,32 @@ class TrainingRun {
   }
 
   // Forward, backward, the NaN guard and the update of one batch; false if it was skipped.
+  // With --accumulate K the batch's pairs are split into K micro-batches (split_shares), each
+  // run forward and backward in turn so that their gradients add up. Each micro-batch's loss is
+  // divided by the whole batch's target tokens, so the sum is the batch's loss per token and
+  // the update is the batch's (to float32 summation order), at the peak memory of a K-th.
   bool step() {
-    const Tensor logits = model_->forward(batch_.src, batch_.src_lengths, batch_.tgt_in, batch_.tgt_lengths);
-    const LossSum loss = cross_entropy(logits, batch_.tgt_out, settings_.label_smoothing, config_.pad_id);
-    const Tensor per_token = loss.sum / static_cast<double>(std::max<int64_t>(loss.tokens, 1));
-    double loss_value = per_token.item();  // to the host (on a GPU: waits for the forward)
-    if (o_.inject_nan_at_step == s_.step + 1 && !nan_injected_) {  // testing the guard (once)
-      loss_value = NAN;
-      nan_injected_ = true;
-    }
+    const double tokens = static_cast<double>(std::max<int64_t>(batch_.tgt_tokens, 1));  // non-pad targets
+    double loss_value = 0;
+    const bool inject_nan = o_.inject_nan_at_step == s_.step + 1 && !nan_injected_;  // testing the guard (once)
+    if (inject_nan) nan_injected_ = true;
     opt_->zero_grad();
     grad_norm_ = NAN;
-    if (std::isfinite(loss_value)) {
-      per_token.backward();
-      grad_norm_ = clip_grad_norm(params_, settings_.clip);
-    } else {
-      tape().clear();  // no backward through a non-finite loss
+    for (const std::vector<int64_t>& share : split_shares(batch_.indices, settings_.accumulate)) {
+      if (share.empty() || !std::isfinite(loss_value)) continue;
+      const Batch micro = settings_.accumulate == 1 ? batch_ : make_batch(data_.train, share, device_);
+      const Tensor logits = model_->forward(micro.src, micro.src_lengths, micro.tgt_in, micro.tgt_lengths);
+      const LossSum loss = cross_entropy(logits, micro.tgt_out, settings_.label_smoothing, config_.pad_id);
+      const Tensor part = loss.sum / tokens;
+      loss_value += part.item();  // to the host (on a GPU: waits for the forward)
+      if (inject_nan) loss_value = NAN;
+      if (std::isfinite(loss_value)) {
+        part.backward();
+      } else {
+        tape().clear();  // no backward through a non-finite loss
+      }
     }
+    if (std::isfinite(loss_value)) grad_norm_ = clip_grad_norm(params_, settings_.clip);
     if (!std::isfinite(loss_value) || !std::isfinite(grad_norm_)) return guard_non_finite(loss_value);
     opt_->set_lr(schedule_->lr(opt_->steps() + 1));
     opt_->step();

@@ -256,6 +256,7 @@ int cmd_train(int argc, char** argv) {
               [&](double p) { s.dropout = s.attention_dropout = s.ffn_dropout = s.word_dropout = p; }, rate.min, rate.max);
   setting("vocab-size", "vocab_size", "subword vocabulary size", &s.vocab_size);
   setting("batch-tokens", "batch_tokens", "padded tokens per batch", &s.batch_tokens);
+  setting("accumulate", "accumulate", "run each batch as K micro-batches with their gradients summed (the same update, a K-th of the activation memory)", &s.accumulate);
   setting("lr", "lr", "peak learning rate", &s.lr);
   setting("warmup", "warmup", "warmup steps", &s.warmup);
   setting("schedule", "schedule", "learning-rate schedule after warmup: plateau = flat, x0.8 when the dev --best-metric stalls 3 times (the paper: BLEU); cosine = decay to 0 at --max-steps", &s.schedule);
