@@ -6,7 +6,7 @@
 // element. The names of the equations are those of docs/autodiff.md, where they are derived.
 #pragma once
 
-#include "core/unary_functions.h"  // QKGRAD_HOST_DEVICE
+#include "core/host_device.h"
 
 namespace qkgrad::rows {
 

@@ -20,11 +20,7 @@
 
 #include <math.h>
 
-#if defined(__CUDACC__)
-#define QKGRAD_HOST_DEVICE __host__ __device__
-#else
-#define QKGRAD_HOST_DEVICE
-#endif
+#include "core/host_device.h"
 
 namespace qkgrad {
 

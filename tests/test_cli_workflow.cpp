@@ -35,6 +35,11 @@ qkgrad::Json options_of(const std::string& run) {
   return qkgrad::parse_json(read(run + "/options.json"), run + "/options.json");
 }
 
+// `train` of the tiny preset on the corpus in `tmp` into run_dir, one thread, plus `flags`.
+Result train_tiny(const TempDir& tmp, const std::string& run_dir, const std::string& flags) {
+  return run("train --data " + tmp.path + " --run " + run_dir + " --preset tiny --vocab-size 30 --threads 1 " + flags);
+}
+
 }  // namespace
 
 TEST_CASE("workflow: train --run R --resume alone continues; flags with it change only what may change",
@@ -42,8 +47,7 @@ TEST_CASE("workflow: train --run R --resume alone continues; flags with it chang
   TempDir tmp;
   write_corpus(tmp.path, 200);
   const std::string run_dir = tmp / "run";
-  Result r = run("train --data " + tmp.path + " --run " + run_dir +
-                 " --preset tiny --vocab-size 30 --max-steps 6 --eval-every 100000 --threads 1");
+  Result r = train_tiny(tmp, run_dir, "--max-steps 6 --eval-every 100000");
   INFO(r.output);
   REQUIRE(r.status == 0);
   REQUIRE(last_step(run_dir) == 6);
@@ -132,8 +136,7 @@ TEST_CASE("workflow: the run remembers its BLEU tokeniser; bleu and eval print s
           "[cli][workflow]") {
   TempDir tmp;
   write_corpus(tmp.path, 200);
-  Result r = run("train --data " + tmp.path + " --run " + tmp / "run" +
-                 " --preset tiny --vocab-size 30 --max-steps 4 --eval-every 100000 --threads 1 --bleu-tokenize none");
+  Result r = train_tiny(tmp, tmp / "run", "--max-steps 4 --eval-every 100000 --bleu-tokenize none");
   REQUIRE(r.status == 0);
   CHECK(options_of(tmp / "run").at("bleu_tokenize") == "none");
   // eval scores with the run's tokeniser unless told otherwise, and says which.
@@ -167,8 +170,7 @@ TEST_CASE("workflow: eval and translate answer every input line; over-long lines
           "[cli][workflow]") {
   TempDir tmp;
   write_corpus(tmp.path, 200);
-  Result r = run("train --data " + tmp.path + " --run " + tmp / "run" +
-                 " --preset tiny --vocab-size 30 --max-steps 4 --eval-every 100000 --threads 1");
+  Result r = train_tiny(tmp, tmp / "run", "--max-steps 4 --eval-every 100000");
   REQUIRE(r.status == 0);
   // A test set with an empty source line and an over-long one: 10 lines in, 10 out, all scored.
   std::string src, ref, long_line;
@@ -264,8 +266,7 @@ TEST_CASE("workflow: n-best lists, score, --checkpoint, --keep-last with average
   TempDir tmp;
   write_corpus(tmp.path, 200);
   const std::string run_dir = tmp / "run";
-  Result r = run("train --data " + tmp.path + " --run " + run_dir +
-                 " --preset tiny --vocab-size 30 --max-steps 30 --eval-every 10 --keep-last 2 --threads 1");
+  Result r = train_tiny(tmp, run_dir, "--max-steps 30 --eval-every 10 --keep-last 2");
   INFO(r.output);
   REQUIRE(r.status == 0);
   // --keep-last 2: the two newest saves, model-only, beside best and last.
@@ -433,8 +434,7 @@ TEST_CASE("workflow: --best-metric picks checkpoints/best by chrF or loss; the e
           "[cli][workflow]") {
   TempDir tmp;
   write_corpus(tmp.path, 200);
-  Result r = run("train --data " + tmp.path + " --run " + tmp / "run" +
-                 " --preset tiny --vocab-size 30 --max-steps 40 --eval-every 20 --threads 1 --best-metric loss");
+  Result r = train_tiny(tmp, tmp / "run", "--max-steps 40 --eval-every 20 --best-metric loss");
   INFO(r.output);
   REQUIRE(r.status == 0);
   CHECK_THAT(r.output, Contains("BLEU and chrF (beam 4) on the first 100 (--eval-sentences; 0: all); checkpoints/best by dev loss") &&
@@ -444,8 +444,7 @@ TEST_CASE("workflow: --best-metric picks checkpoints/best by chrF or loss; the e
   r = run("train --run " + tmp / "run" + " --resume --max-steps 60 --best-metric bleu");
   CHECK(r.status == 1);
   CHECK_THAT(r.output, Contains("says best_metric = \"loss\""));
-  r = run("train --data " + tmp.path + " --run " + tmp / "all" +
-          " --preset tiny --vocab-size 30 --max-steps 20 --eval-every 20 --threads 1 --eval-sentences 0 --best-metric chrf");
+  r = train_tiny(tmp, tmp / "all", "--max-steps 20 --eval-every 20 --eval-sentences 0 --best-metric chrf");
   CHECK_THAT(r.output, Contains("on all of them; checkpoints/best by dev chrF"));
   // eval --split names the splits there are.
   r = run("eval --run " + tmp / "run" + " --split valid");
@@ -464,8 +463,7 @@ TEST_CASE("workflow: curves put train and dev loss on one panel, mark the best c
   write_corpus(tmp.path, 200);
   for (const char* attn : {"qknorm", "scaled_dot"}) {
     const std::string run_dir = tmp / attn;
-    const Result r = run("train --data " + tmp.path + " --run " + run_dir + " --attn " + attn +
-                         " --preset tiny --vocab-size 30 --max-steps 100 --eval-every 50 --threads 1");
+    const Result r = train_tiny(tmp, run_dir, std::string("--attn ") + attn + " --max-steps 100 --eval-every 50");
     REQUIRE(r.status == 0);
     const std::string svg = read(run_dir + "/curves.svg");
     INFO(attn);
@@ -486,8 +484,7 @@ TEST_CASE("workflow: bring your own corpus, gzipped or not", "[cli][workflow]") 
   for (const char* name : {"train.es", "train.en", "dev.es", "dev.en", "test.es"}) {
     REQUIRE(std::system(("gzip " + tmp / name).c_str()) == 0);  // test.en stays plain
   }
-  Result r = run("train --data " + tmp.path + " --run " + tmp / "run" +
-                 " --preset tiny --vocab-size 30 --max-steps 6 --eval-every 100000 --threads 1");
+  Result r = train_tiny(tmp, tmp / "run", "--max-steps 6 --eval-every 100000");
   INFO(r.output);
   REQUIRE(r.status == 0);
   CHECK_THAT(r.output, Contains("train 200 pairs") && Contains(tmp / "train.es.gz"));
@@ -508,8 +505,7 @@ TEST_CASE("workflow: bring your own corpus, gzipped or not", "[cli][workflow]") 
 TEST_CASE("workflow: float64, a gain per head and FixNorm off are flags, stored in the checkpoint", "[cli][workflow]") {
   TempDir tmp;
   write_corpus(tmp.path, 200);
-  Result r = run("train --data " + tmp.path + " --run " + tmp / "run" + " --preset tiny --vocab-size 30 --max-steps 4 " +
-                 "--eval-every 100000 --threads 1 --dtype f64 --qknorm-gain per_head --fixnorm off");
+  Result r = train_tiny(tmp, tmp / "run", "--max-steps 4 --eval-every 100000 --dtype f64 --qknorm-gain per_head --fixnorm off");
   INFO(r.output);
   REQUIRE(r.status == 0);
   const qkgrad::Json config = qkgrad::parse_json(read(tmp / "run/checkpoints/last/config.json"), "config.json");
@@ -541,15 +537,14 @@ TEST_CASE("workflow: --accumulate K splits each batch into K micro-batches with 
     }
     return out;
   };
-  const std::string base = "train --data " + tmp.path + " --preset tiny --vocab-size 30 --max-steps 30 --eval-every 30 " +
-                           "--log-every 10 --dropout 0 --threads 1";
-  REQUIRE(run(base + " --run " + tmp / "one").status == 0);
-  REQUIRE(run(base + " --run " + tmp / "three --accumulate 3").status == 0);
+  const std::string base = "--max-steps 30 --eval-every 30 --log-every 10 --dropout 0";
+  REQUIRE(train_tiny(tmp, tmp / "one", base).status == 0);
+  REQUIRE(train_tiny(tmp, tmp / "three", base + " --accumulate 3").status == 0);
   const std::vector<double> a = losses(tmp / "one"), b = losses(tmp / "three");
   REQUIRE(a.size() == 4);  // train_loss at 10, 20, 30; dev_loss at 30
   REQUIRE(b.size() == a.size());
   for (std::size_t i = 0; i < a.size(); ++i) CHECK(b[i] == Approx(a[i]).epsilon(1e-5));  // measured: ~1e-8
   CHECK(options_of(tmp / "three").at("accumulate") == 3);
   // More micro-batches than a batch has pairs: the empty shares are skipped.
-  REQUIRE(run(base + " --run " + tmp / "many --accumulate 1000 --max-steps 3").status == 0);
+  REQUIRE(train_tiny(tmp, tmp / "many", base + " --accumulate 1000 --max-steps 3").status == 0);
 }

@@ -166,7 +166,10 @@ TEST_CASE("subwords: train, encode, decode; a vocabulary the corpus cannot suppo
   CHECK_FALSE(fs::exists(tmp / "big.model"));
 }
 
-TEST_CASE("beam search with beam 1 equals greedy decoding; wider beams score at least as well", "[translate]") {
+namespace {
+
+// A one-layer model over the toy task's 14 ids, for the decoding tests.
+TransformerConfig tiny_config(uint64_t seed) {
   TransformerConfig c;
   c.vocab = 14;
   c.d_model = 16;
@@ -174,17 +177,30 @@ TEST_CASE("beam search with beam 1 equals greedy decoding; wider beams score at 
   c.ffn = 32;
   c.encoder_layers = c.decoder_layers = 1;
   c.qknorm_length = 8;
-  c.seed = 4;
-  Seq2SeqTransformer model(c);
-  model.eval();
-  Generator g(2);
-  const toy::Batch b = toy::make_batch(g, 5, 10, 2, 6, false);
-  std::vector<std::vector<int64_t>> sources;  // each row's ids without its eos
+  c.seed = seed;
+  return c;
+}
+
+// Each row's source ids without its eos.
+std::vector<std::vector<int64_t>> sources_of(const toy::Batch& b) {
+  std::vector<std::vector<int64_t>> sources;
   const std::vector<int64_t> ids = b.src.to_ids();
   for (std::size_t i = 0; i < b.targets.size(); ++i) {
     const auto row = ids.begin() + static_cast<std::ptrdiff_t>(i) * b.src.size(1);
     sources.push_back(std::vector<int64_t>(row, row + b.src_lengths[i] - 1));
   }
+  return sources;
+}
+
+}  // namespace
+
+TEST_CASE("beam search with beam 1 equals greedy decoding; wider beams score at least as well", "[translate]") {
+  const TransformerConfig c = tiny_config(4);
+  Seq2SeqTransformer model(c);
+  model.eval();
+  Generator g(2);
+  const toy::Batch b = toy::make_batch(g, 5, 10, 2, 6, false);
+  const std::vector<std::vector<int64_t>> sources = sources_of(b);
   // An untrained model rarely ends a sentence: both stop at their length limits, greedy at 30
   // tokens, beam search at |source| + 8; compare up to the beam's limit.
   const auto greedy = greedy_decode(model, b.src, b.src_lengths, 30);
@@ -199,24 +215,12 @@ TEST_CASE("beam search with beam 1 equals greedy decoding; wider beams score at 
 }
 
 TEST_CASE("n-best lists are ranked by score, start with the best, and score_pairs agrees with the loss", "[translate]") {
-  TransformerConfig c;
-  c.vocab = 14;
-  c.d_model = 16;
-  c.heads = 2;
-  c.ffn = 32;
-  c.encoder_layers = c.decoder_layers = 1;
-  c.qknorm_length = 8;
-  c.seed = 5;
+  const TransformerConfig c = tiny_config(5);
   Seq2SeqTransformer model(c);
   model.eval();
   Generator g(3);
   const toy::Batch b = toy::make_batch(g, 4, 10, 2, 6, false);
-  std::vector<std::vector<int64_t>> sources;
-  const std::vector<int64_t> ids = b.src.to_ids();
-  for (std::size_t i = 0; i < b.targets.size(); ++i) {
-    const auto row = ids.begin() + static_cast<std::ptrdiff_t>(i) * b.src.size(1);
-    sources.push_back(std::vector<int64_t>(row, row + b.src_lengths[i] - 1));
-  }
+  const std::vector<std::vector<int64_t>> sources = sources_of(b);
   const BeamOptions o{3, 0.6, 6};
   const auto nbest = beam_search_nbest(model, sources, o);
   const auto best = beam_search(model, sources, o);

@@ -793,9 +793,8 @@ class TrainingRun {
     if (inject_nan) nan_injected_ = true;
     opt_->zero_grad();
     grad_norm_ = NAN;
-    for (const std::vector<int64_t>& share : split_shares(batch_.indices, settings_.accumulate)) {
-      if (share.empty() || !std::isfinite(loss_value)) continue;
-      const Batch micro = settings_.accumulate == 1 ? batch_ : make_batch(data_.train, share, device_);
+    auto forward_backward = [&](const Batch& micro) {
+      if (!std::isfinite(loss_value)) return;  // an earlier micro-batch's loss was not finite
       const Tensor logits = model_->forward(micro.src, micro.src_lengths, micro.tgt_in, micro.tgt_lengths);
       const LossSum loss = cross_entropy(logits, micro.tgt_out, settings_.label_smoothing, config_.pad_id);
       const Tensor part = loss.sum / tokens;
@@ -805,6 +804,13 @@ class TrainingRun {
         part.backward();
       } else {
         tape().clear();  // no backward through a non-finite loss
+      }
+    };
+    if (settings_.accumulate == 1) {
+      forward_backward(batch_);  // the common case: no split, no copy
+    } else {
+      for (const std::vector<int64_t>& share : split_shares(batch_.indices, settings_.accumulate)) {
+        if (!share.empty()) forward_backward(make_batch(data_.train, share, device_));
       }
     }
     if (std::isfinite(loss_value)) grad_norm_ = clip_grad_norm(params_, settings_.clip);
