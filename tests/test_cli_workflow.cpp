@@ -308,6 +308,14 @@ TEST_CASE("workflow: n-best lists, score, --checkpoint, --keep-last with average
   r = run("score --run " + run_dir + " --src " + tmp / "s.es" + " --tgt " + tmp / "s.en");
   CHECK(r.status == 1);
   CHECK_THAT(r.output, Contains("has 2 lines but") && Contains("has 1"));
+  // A line longer than --max-length is refused by name: a cropped line would get another score.
+  write(tmp / "s.en", "one two three four five six\nthree\n");
+  r = run("score --run " + run_dir + " --src " + tmp / "s.es" + " --tgt " + tmp / "s.en" + " --max-length 2");
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output, Contains(tmp / "s.en" + ":1: the line is ") && Contains("more than --max-length 2"));
+  r = run("average --out " + tmp / "x");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.output, Contains("give --checkpoints A,B,... or --run R --last K"));
 
   // --checkpoint: last, a directory, or an error naming the choices.
   r = run("translate --run " + run_dir + " --input " + tmp / "in.txt" + " --checkpoint last");
