@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include <atomic>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "core/backend.h"
@@ -141,7 +142,17 @@ void record(const char* op, std::vector<Tensor> inputs, std::vector<Tensor> outp
   t.nodes_.push_back(std::move(node));
 }
 
-void backward(const Tensor& root, const Tensor& seed) {
+void backward(const Tensor& root, const Tensor& seed) { backward(root, seed, LeafGradHook{}); }
+
+Tensor grad_buffer(const Tensor& leaf) {
+  QKGRAD_CHECK(leaf.defined() && leaf.is_leaf() && leaf.requires_grad(), "grad_buffer(): ", describe(leaf),
+               " is not a leaf that requires grad");
+  TensorImpl& impl = *leaf.impl();
+  if (!impl.grad) impl.grad = Tensor::zeros(leaf.shape(), leaf.dtype(), leaf.device()).impl_ptr();
+  return Tensor(impl.grad);
+}
+
+void backward(const Tensor& root, const Tensor& seed, const LeafGradHook& on_leaf_final) {
   QKGRAD_CHECK(root.defined(), "backward(): the tensor is undefined");
   QKGRAD_CHECK(seed.defined() && seed.shape() == root.shape() && seed.dtype() == root.dtype() &&
                    seed.device() == root.device(),
@@ -156,6 +167,7 @@ void backward(const Tensor& root, const Tensor& seed) {
                "or it was computed under NoGradGuard");
   if (r.creator == nullptr) {  // a leaf: its gradient is the seed itself
     add_into_grad(r, seed.clone());
+    if (on_leaf_final) on_leaf_final(root);
     return;
   }
   Tape& t = tape();
@@ -172,7 +184,10 @@ void backward(const Tensor& root, const Tensor& seed) {
   // gradient, so that a tensor overwritten in place fails the whole backward cleanly instead
   // of leaving gradients half-accumulated. Reachable: the root's node, and any node one of
   // whose outputs feeds a reachable node.
+  // With a hook, also note for each leaf the last node (lowest index) that feeds it: once
+  // that node has run, the leaf's gradient is final.
   std::unordered_set<const TensorImpl*> reached = {&r};
+  std::unordered_map<const TensorImpl*, std::size_t> last_node_of_leaf;
   for (std::size_t i = r.tape_index + 1; i-- > 0;) {
     Node& node = t.nodes_[i];
     bool reachable = false;
@@ -181,12 +196,28 @@ void backward(const Tensor& root, const Tensor& seed) {
     for (const Tensor& in : node.inputs) {
       if (in.requires_grad()) reached.insert(in.impl());
     }
+    if (on_leaf_final) {  // walking down the tape: the last sighting of a leaf is its final node
+      for (const Tensor& in : node.inputs) {
+        if (in.requires_grad() && in.is_leaf()) last_node_of_leaf.insert_or_assign(in.impl(), i);
+      }
+    }
     BackwardContext ctx(node);
     try {
       for (std::size_t j = 0; j < node.saved.size(); ++j) ctx.saved(static_cast<int>(j));
     } catch (...) {
       t.clear();
       throw;
+    }
+  }
+
+  // The leaves made final by node i, in the order of its inputs (the same on every process).
+  std::vector<std::vector<Tensor>> leaves_final_after(on_leaf_final ? r.tape_index + 1 : 0);
+  for (std::size_t i = 0; on_leaf_final && i <= r.tape_index; ++i) {
+    for (const Tensor& in : t.nodes_[i].inputs) {
+      const auto last = last_node_of_leaf.find(in.impl());
+      if (last == last_node_of_leaf.end() || last->second != i) continue;
+      leaves_final_after[i].push_back(in);
+      last_node_of_leaf.erase(last);  // once, even if the node takes it twice
     }
   }
 
@@ -207,6 +238,9 @@ void backward(const Tensor& root, const Tensor& seed) {
         if (!out.impl()->retains_grad) out.impl()->grad.reset();
       }
       node = Node{};  // frees what the node saved as soon as it is done
+      if (on_leaf_final) {
+        for (const Tensor& leaf : leaves_final_after[i]) on_leaf_final(leaf);
+      }
     }
   } catch (...) {
     // Gradients of intermediates that never got to flow are dropped with the tape; leaves may

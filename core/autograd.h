@@ -35,6 +35,7 @@ class NoGradGuard {
 
 // ---- the tape ----
 class BackwardContext;
+using LeafGradHook = std::function<void(const Tensor& leaf)>;  // backward(root, seed, hook) below
 using BackwardFn = std::function<void(BackwardContext&)>;
 
 struct SavedTensor {
@@ -70,7 +71,7 @@ class Tape {
                      std::vector<Tensor>, BackwardFn);
   friend void record_named(const char*, std::vector<Tensor>, std::vector<Tensor>,
                            std::vector<NamedSaved>, BackwardFn);
-  friend void backward(const Tensor&, const Tensor&);
+  friend void backward(const Tensor&, const Tensor&, const LeafGradHook&);
   std::vector<Node> nodes_;
   // A number no other tape (of any thread) has used: a tensor's node is valid only while the
   // tape it was recorded on still has the same epoch. Every clear takes a fresh one.
@@ -127,5 +128,14 @@ void record_named(const char* op, std::vector<Tensor> inputs, std::vector<Tensor
 
 // Runs the backward pass from root with d(loss)/d(root) = seed, then clears the tape.
 void backward(const Tensor& root, const Tensor& seed);
+
+// Called during backward for each leaf (a parameter) as soon as its gradient is final: the last
+// node that feeds it has run. Data-parallel training (distributed/gradient_reducer.h) starts
+// summing a bucket of gradients over the processes then, while the rest of backward runs.
+void backward(const Tensor& root, const Tensor& seed, const LeafGradHook& on_leaf_final);
+
+// The gradient buffer of a leaf, allocated as zeros if no backward has reached it yet: what a
+// process that had no data this step contributes to a sum of gradients.
+Tensor grad_buffer(const Tensor& leaf);
 
 }  // namespace qkgrad

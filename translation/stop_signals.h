@@ -33,6 +33,10 @@ class StopSignals {
 
   // The first stop signal received since construction, or 0.
   static int received();
+  // A line written to stderr when the first signal arrives, from the handler itself (so that
+  // it is seen even if the process is then killed while it waits; a data-parallel rank blocked
+  // in a collective is). Empty: none. Truncated to 1 KiB.
+  static void set_note(const std::string& note);
   // Throws Interrupted ("interrupted by SIGTERM while <doing>; <consequence>") after a signal.
   static void throw_if_received(const std::string& doing, const std::string& consequence);
 };

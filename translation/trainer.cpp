@@ -19,6 +19,7 @@
 #include "core/autograd.h"
 #include "core/backend.h"
 #include "core/error.h"
+#include "distributed/gradient_reducer.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "io/json.h"
@@ -32,6 +33,7 @@
 #include "translation/beam_search.h"
 #include "translation/bleu.h"
 #include "translation/corpus.h"
+#include "translation/data_parallel.h"
 #include "translation/run_dir.h"
 #include "translation/settings.h"
 #include "translation/stop_signals.h"
@@ -345,7 +347,10 @@ LoopState from_trainer_state(const TrainerState& t, Optimizer& opt, LrSchedule& 
 // terminal there is no live line: only the log lines and the messages.
 class Progress {
  public:
-  Progress() : terminal_(::isatty(STDOUT_FILENO) == 1) {}
+  // shown = false (the ranks other than 0 of a data-parallel job): prints nothing.
+  // A data-parallel job has no live line either (mpirun may hand its ranks a terminal even when
+  // its own output goes to a file): live = false.
+  explicit Progress(bool shown = true, bool live = true) : shown_(shown), terminal_(shown && live && ::isatty(STDOUT_FILENO) == 1) {}
   bool terminal() const { return terminal_; }
 
   // The live line: `left`, a bar `fraction` full, `right`; only the bar shrinks to fit.
@@ -369,6 +374,7 @@ class Progress {
 
  private:
   void print_above(const std::string& text) {
+    if (!shown_) return;
     if (live_shown_) std::printf("\r\x1b[K");
     std::printf("%s\n", text.c_str());
     std::fflush(stdout);
@@ -390,6 +396,7 @@ class Progress {
     return text;
   }
 
+  bool shown_;
   bool terminal_;
   bool live_shown_ = false;
 };
@@ -557,11 +564,14 @@ std::string first_non_finite(const Seq2SeqTransformer& model, const std::vector<
 // evaluate and save until a budget, patience or a signal stops it.
 class TrainingRun {
  public:
-  TrainingRun(const TrainOptions& options, Device device)
-      : o_(options), settings_(options.settings), device_(device), run_{options.run_dir} {}
+  TrainingRun(const TrainOptions& options, Device device, distributed::Communicator& comm)
+      : o_(options), settings_(options.settings), device_(device), run_{options.run_dir}, comm_(comm),
+        ranks_(comm.size()), progress_(comm.is_root(), comm.size() == 1) {}
 
   // ---- phase 1: the run directory, locked (one process per run), new or resumed ----
+  // In a data-parallel job rank 0 alone writes into the run directory (and holds its lock).
   void prepare_run_directory() {
+    if (!comm_.is_root()) return;
     if (o_.resume) {
       QKGRAD_CHECK(checkpoint_exists(run_.last()), "train --resume: ", run_.last(),
                    " does not exist; nothing to resume (drop --resume to start)");
@@ -596,8 +606,12 @@ class TrainingRun {
     dev_text_ = read_parallel(split_file(settings_.data_dir, "dev", settings_.src), split_file(settings_.data_dir, "dev", settings_.tgt));
     progress_.message(cat("data: train ", train_text_.summary(), "; dev ", dev_text_.summary()));
     check_signal("reading the corpus");
-    if (!o_.resume) write_new_run_files();
-    if (!fs::exists(run_.subwords())) train_subwords();
+    require_same_as_root(comm_, data_fingerprint(), "data");
+    if (comm_.is_root()) {
+      if (!o_.resume) write_new_run_files();
+      if (!fs::exists(run_.subwords())) train_subwords();
+    }
+    comm_.barrier();  // the other ranks read the subword model rank 0 wrote (a shared run directory)
     subwords_ = std::make_unique<Subwords>(run_.subwords());
     encode_data();
     check_signal("encoding the corpus");
@@ -615,6 +629,14 @@ class TrainingRun {
     schedule_ = make_schedule(settings_);
     plan_ = std::make_unique<BatchPlan>(data_.train, settings_.batch_tokens);
     if (o_.resume && !resume_state()) return false;
+    if (ranks_ > 1) {
+      require_same_as_root(comm_, Json{{"parameters", hex(parameter_fingerprint())}, {"step", s_.step}},
+                           "model state (initial or resumed parameters)");
+      reducer_ = std::make_unique<distributed::GradientReducer>(comm_, params_);
+      progress_.message(cat("data parallel: ", comm_.describe(), "; each takes ", settings_.accumulate, " of the ",
+                            ranks_ * settings_.accumulate, " shares of every batch; gradients summed in ", reducer_->buckets(),
+                            " buckets during backward; evaluation and every file on rank 0"));
+    }
     progress_.message(cat("model: ", model_->parameter_count(), " parameters, ", config_.encoder_layers, "+",
                           config_.decoder_layers, " layers, d ", config_.d_model, ", ", config_.heads, " heads, ffn ",
                           config_.ffn, ", ", settings_.attention, " attention, on ", device_name(model_->device()), "; ",
@@ -640,9 +662,9 @@ class TrainingRun {
     while (s_.step < settings_.max_steps) {
       if (!next_batch()) continue;  // an epoch ended
       if (!step()) continue;        // a skipped batch (--on-nan skip)
-      s_.train_seconds = seconds_before_ + seconds_since(start_);
+      s_.train_seconds = ranks_ > 1 ? agreed_train_seconds_ : seconds_before_ + seconds_since(start_);
       log_progress();
-      const bool interrupted = StopSignals::received() != 0;
+      const bool interrupted = ranks_ > 1 ? agreed_stop_ : StopSignals::received() != 0;
       const bool out_of_time = settings_.max_minutes > 0 && s_.train_seconds >= settings_.max_minutes * 60;
       // The run's final evaluation happens when its budget is reached, even if a signal came
       // during that step: a resume would find the run finished and never evaluate it.
@@ -782,36 +804,43 @@ class TrainingRun {
   }
 
   // Forward, backward, the NaN guard and the update of one batch; false if it was skipped.
-  // With --accumulate K the batch's pairs are split into K micro-batches (split_shares), each
-  // run forward and backward in turn so that their gradients add up. Each micro-batch's loss is
-  // divided by the whole batch's target tokens, so the sum is the batch's loss per token and
-  // the update is the batch's (to float32 summation order), at the peak memory of a K-th.
+  // With --accumulate K, or in a data-parallel job, the batch runs as micro-batches: this
+  // rank's K of the ranks·K shares of its pairs (rank_shares), each forward and backward in
+  // turn so that their gradients add up. Each micro-batch's loss is divided by the whole batch's
+  // target tokens, so the sum over micro-batches and ranks is the batch's loss per token and the
+  // update is the batch's (to float32 summation order). In a job the ranks then agree on the
+  // loss (a NaN on any rank skips or stops the batch everywhere) before this rank's last
+  // backward, while which the reducer sums the gradients over the ranks.
   bool step() {
     const double tokens = static_cast<double>(std::max<int64_t>(batch_.tgt_tokens, 1));  // non-pad targets
-    double loss_value = 0;
     const bool inject_nan = o_.inject_nan_at_step == s_.step + 1 && !nan_injected_;  // testing the guard (once)
     if (inject_nan) nan_injected_ = true;
     opt_->zero_grad();
     grad_norm_ = NAN;
-    auto forward_backward = [&](const Batch& micro) {
-      if (!std::isfinite(loss_value)) return;  // an earlier micro-batch's loss was not finite
-      const Tensor logits = model_->forward(micro.src, micro.src_lengths, micro.tgt_in, micro.tgt_lengths);
-      const LossSum loss = cross_entropy(logits, micro.tgt_out, settings_.label_smoothing, config_.pad_id);
-      const Tensor part = loss.sum / tokens;
-      loss_value += part.item();  // to the host (on a GPU: waits for the forward)
-      if (inject_nan) loss_value = NAN;
-      if (std::isfinite(loss_value)) {
-        part.backward();
-      } else {
-        tape().clear();  // no backward through a non-finite loss
-      }
-    };
-    if (settings_.accumulate == 1) {
-      forward_backward(batch_);  // the common case: no split, no copy
+    double loss_value = 0;  // this rank's part of the batch's loss; after agree_on_loss, the batch's
+    Tensor last_loss;       // the last micro-batch's loss, whose backward waits for the agreement
+    if (ranks_ * settings_.accumulate == 1) {
+      last_loss = micro_loss(batch_, tokens, loss_value);  // the common case: no split, no copy
     } else {
-      for (const std::vector<int64_t>& share : split_shares(batch_.indices, settings_.accumulate)) {
-        if (!share.empty()) forward_backward(make_batch(data_.train, share, device_));
+      const auto shares = rank_shares(batch_.indices, comm_.rank(), ranks_, settings_.accumulate);
+      for (std::size_t k = 0; k < shares.size(); ++k) {
+        if (shares[k].empty() || !std::isfinite(loss_value)) continue;
+        if (last_loss.defined()) last_loss.backward();  // the previous micro-batch's
+        start_micro_dropout(comm_.rank() * settings_.accumulate + static_cast<int64_t>(k));
+        last_loss = micro_loss(make_batch(data_.train, shares[k], device_), tokens, loss_value);
       }
+    }
+    if (inject_nan) loss_value = NAN;
+    if (ranks_ > 1) agree_on_loss(loss_value);
+    if (last_loss.defined() && std::isfinite(loss_value)) {
+      reducer_ ? backward(last_loss, Tensor::ones(last_loss.shape(), last_loss.dtype(), last_loss.device()), reducer_->hook())
+               : last_loss.backward();
+    } else {
+      tape().clear();  // no backward through a non-finite loss
+    }
+    if (reducer_ && std::isfinite(loss_value)) {
+      reducer_->finish();  // the gradients, summed over the ranks (zeros from a rank without pairs)
+      window_comm_seconds_ += reducer_->last_wait_seconds();
     }
     if (std::isfinite(loss_value)) grad_norm_ = clip_grad_norm(params_, settings_.clip);
     if (!std::isfinite(loss_value) || !std::isfinite(grad_norm_)) return guard_non_finite(loss_value);
@@ -826,6 +855,59 @@ class TrainingRun {
     window_tokens_ += static_cast<double>(batch_.src_tokens + batch_.tgt_tokens);
     ++timed_steps_;
     return true;
+  }
+
+  // The loss of one (micro-)batch divided by the whole batch's target tokens; adds its value to
+  // `sum` (to the host: on a GPU this waits for the forward).
+  Tensor micro_loss(const Batch& micro, double tokens, double& sum) {
+    const uint64_t dropout_start = model_->dropout_generator().offset();
+    const Tensor logits = model_->forward(micro.src, micro.src_lengths, micro.tgt_in, micro.tgt_lengths);
+    const LossSum loss = cross_entropy(logits, micro.tgt_out, settings_.label_smoothing, config_.pad_id);
+    QKGRAD_CHECK(ranks_ * settings_.accumulate == 1 || model_->dropout_generator().offset() - dropout_start < kMicroDropoutBlocks,
+                 "train: one micro-batch drew more than 2^32 dropout blocks; use a smaller --batch-tokens");
+    Tensor part = loss.sum / tokens;
+    sum += part.item();
+    return part;
+  }
+
+  // With micro-batches, the dropout of share j of step n draws from block (n·ranks·K + j)·2^32
+  // on: a share gets the same masks on whichever rank, or in whichever layout of ranks and
+  // --accumulate, it runs, and a resume needs no per-rank generator state. (A single process
+  // without --accumulate draws on from where it is, as it always has.)
+  static constexpr uint64_t kMicroDropoutBlocks = uint64_t{1} << 32;
+  void start_micro_dropout(int64_t share) {
+    const auto j = static_cast<uint64_t>(s_.step * ranks_ * settings_.accumulate + share);
+    model_->dropout_generator().set_offset(j * kMicroDropoutBlocks);
+  }
+
+  // The ranks' parts of the loss summed (the batch's loss), whether any rank got a stop signal,
+  // and rank 0's training clock (so that every rank sees the same time budget run out).
+  void agree_on_loss(double& loss_value) {
+    const Clock::time_point start = Clock::now();
+    std::vector<double> agreed{loss_value, StopSignals::received() != 0 ? 1.0 : 0.0,
+                               comm_.is_root() ? seconds_before_ + seconds_since(start_) : 0.0};
+    comm_.sum(agreed);
+    loss_value = agreed[0];
+    agreed_stop_ = agreed[1] > 0;
+    agreed_train_seconds_ = agreed[2];
+    window_comm_seconds_ += seconds_since(start);
+  }
+
+  // The parameters' bits, compared across the ranks before training.
+  uint64_t parameter_fingerprint() const {
+    uint64_t hash = kFingerprintStart;
+    for (const Tensor& p : params_) {
+      const Tensor host = p.device() == Device::cpu ? p : p.to(Device::cpu);
+      hash = fingerprint(host.raw_data(), host.nbytes(), hash);
+    }
+    return hash;
+  }
+  // The corpus every rank read, compared across the ranks before anything is written.
+  Json data_fingerprint() const {
+    return Json{{"train pairs", train_text_.src.size()},
+                {"train text", hex(fingerprint(train_text_.tgt, fingerprint(train_text_.src)))},
+                {"dev pairs", dev_text_.src.size()},
+                {"dev text", hex(fingerprint(dev_text_.tgt, fingerprint(dev_text_.src)))}};
   }
 
   // The NaN guard: a non-finite loss or gradient never reaches the parameters or the optimizer
@@ -845,9 +927,11 @@ class TrainingRun {
       return false;
     }
     save_last();
-    fail(cat("train: ", what, ". Nothing was updated; ", run_.last(),
-             " holds the state before this batch. Lower --lr (or raise --warmup) and --resume, or rerun with "
-             "--on-nan skip to skip such batches"));
+    const std::string message = cat("train: ", what, ". Nothing was updated; ", run_.last(),
+                                    " holds the state before this batch. Lower --lr (or raise --warmup) and --resume, or rerun with "
+                                    "--on-nan skip to skip such batches");
+    if (ranks_ > 1) throw JobWideError(message);  // every rank saw the same loss and gradients
+    fail(message);
   }
 
   // The update itself must leave finite weights (a non-finite optimizer moment, an overflow):
@@ -866,6 +950,7 @@ class TrainingRun {
   // metrics line. Tokens/s and the ETA count training time only: evaluations are left out of
   // the window (eval_seconds_) and added to the ETA once per evaluation still to come.
   void log_progress() {
+    if (!comm_.is_root()) return;  // rank 0 alone shows and writes the progress
     const bool log_line = s_.step % settings_.log_every == 0;
     if (!log_line && !progress_.terminal()) return;
     const double elapsed = s_.train_seconds;
@@ -896,13 +981,16 @@ class TrainingRun {
     m["grad_norm"] = grad_norm_;
     m["elapsed_s"] = elapsed;
     m["g"] = current_gains();
+    const double comm_ms = 1000 * window_comm_seconds_ / static_cast<double>(std::max<int64_t>(timed_steps_, 1));
+    if (ranks_ > 1) m["comm_ms_per_step"] = comm_ms;  // waiting for the other ranks (not hidden by backward)
     append_metrics(run_.metrics(), m, history_);
     progress_.log(cat(where, " | epoch ", s_.epoch + 1, " | loss ", fmt("%.3f", window_mean), " | ", fmt("%.0f", tps),
-                      " tok/s | lr ", fmt("%.2e", opt_->lr()), " | elapsed ", clock_text(elapsed), " | ETA ",
-                      clock_text(std::max(eta, 0.0))));
+                      " tok/s | lr ", fmt("%.2e", opt_->lr()), ranks_ > 1 ? cat(" | comm ", fmt("%.1f", comm_ms), " ms/step") : "",
+                      " | elapsed ", clock_text(elapsed), " | ETA ", clock_text(std::max(eta, 0.0))));
     window_start_ = Clock::now();
     window_tokens_ = 0;
     window_eval_seconds_ = 0;
+    window_comm_seconds_ = 0;
     timed_steps_ = 0;
     s_.window_loss = 0;
     s_.window_steps = 0;
@@ -910,8 +998,15 @@ class TrainingRun {
 
   // Dev loss, BLEU and chrF; best saved when BLEU improves, last always. True when patience
   // ends the run.
+  // In a data-parallel job rank 0 evaluates and sends the numbers to the others, which wait.
   bool evaluate_and_save() {
-    const Evaluation e = evaluate(*model_, data_, *subwords_, settings_);
+    Evaluation e;
+    if (comm_.is_root()) e = evaluate(*model_, data_, *subwords_, settings_);
+    if (ranks_ > 1) {
+      std::vector<double> numbers{e.loss, e.bleu, e.chrf};
+      comm_.broadcast(numbers, 0);
+      e.loss = numbers[0], e.bleu = numbers[1], e.chrf = numbers[2];
+    }
     const double value = metric_value(e, settings_);
     schedule_->report(settings_.best_metric == "loss" ? -value : value);  // higher is better
     const bool better = improves(value, s_.best, settings_);
@@ -929,7 +1024,7 @@ class TrainingRun {
     m["dev_chrf"] = e.chrf;
     m["lr"] = opt_->lr();
     m["elapsed_s"] = seconds_before_ + seconds_since(start_);
-    append_metrics(run_.metrics(), m, history_);
+    if (comm_.is_root()) append_metrics(run_.metrics(), m, history_);
     progress_.message(cat("eval at step ", s_.step, ": dev loss ", fmt("%.3f", e.loss), ", ", e.bleu_line, ", chrF ",
                           fmt("%.1f", e.chrf),
                           better ? cat(" (best ", metric_name(settings_), " so far: saved)") : cat(" (", best_text(s_, settings_), ")")));
@@ -942,6 +1037,7 @@ class TrainingRun {
   // A failed save stops the run with what to do; the checkpoint it would have replaced is
   // unchanged (io/checkpoint.h). A save is refused when the state is not finite.
   void save(const std::string& dir, const TrainerState* t) {
+    if (!comm_.is_root()) return;  // rank 0 alone writes
     const std::string kept = last_saved_step_ >= 0 ? cat(run_.last(), " holds step ", last_saved_step_)
                                                    : std::string("no checkpoint was saved");
     try {
@@ -962,7 +1058,7 @@ class TrainingRun {
     const TrainerState t = to_trainer_state(s_, *opt_, *schedule_, *model_);
     save(run_.last(), &t);
     last_saved_step_ = s_.step;
-    if (settings_.keep_last == 0) return;
+    if (settings_.keep_last == 0 || !comm_.is_root()) return;
     save(cat(run_.checkpoints(), "/step-", s_.step), nullptr);
     std::vector<std::string> kept = kept_step_checkpoints(run_.checkpoints());
     for (std::size_t i = 0; i + static_cast<std::size_t>(settings_.keep_last) < kept.size(); ++i) {
@@ -980,7 +1076,7 @@ class TrainingRun {
   // The last save, the curves, and how the run ended: 0, or 128 + the signal that stopped it.
   int report() {
     save_last();
-    write_curves(run_, history_, cat("qkgrad ", settings_.attention, " ", settings_.src, "→", settings_.tgt, " (", settings_.preset, ")"),
+    if (comm_.is_root()) write_curves(run_, history_, cat("qkgrad ", settings_.attention, " ", settings_.src, "→", settings_.tgt, " (", settings_.preset, ")"),
                  settings_.best_metric);
     if (const int signal = StopSignals::received(); signal != 0) {
       progress_.message(cat("interrupted by ", signal_name(signal), " at step ", s_.step, "; saved ", run_.last(),
@@ -997,6 +1093,12 @@ class TrainingRun {
   const RunSettings& settings_;
   const Device device_;
   const RunDir run_;
+  distributed::Communicator& comm_;
+  const int ranks_;
+  std::unique_ptr<distributed::GradientReducer> reducer_;  // in a data-parallel job
+  bool agreed_stop_ = false;          // agree_on_loss: a rank got a stop signal
+  double agreed_train_seconds_ = 0;   // agree_on_loss: rank 0's training clock
+  double window_comm_seconds_ = 0;    // time spent waiting for the other ranks in this log window
   Progress progress_;
   std::optional<RunLock> lock_;           // held until the run ends (declared before cleanup_,
   std::optional<NewRunCleanup> cleanup_;  // so that a cleanup runs while the lock is held)
@@ -1030,11 +1132,35 @@ class TrainingRun {
 }  // namespace
 
 int train(const TrainOptions& options) {
+  const std::unique_ptr<distributed::Communicator> one = distributed::single_process();
+  return train(options, *one);
+}
+
+int train(const TrainOptions& options, distributed::Communicator& comm) {
   const Device device = check_train_settings(options.settings);
   QKGRAD_CHECK(!options.run_dir.empty(), "train: --run is required");
-  if (options.threads > 0) set_num_threads(static_cast<int>(options.threads));
+  if (comm.size() > 1) {  // before anything is read or written: the same command on every rank
+    Json same = to_json(options.settings);
+    same["run"] = fs::absolute(options.run_dir).lexically_normal().string();
+    same["resume"] = options.resume;
+    same["save_every"] = options.save_every;
+    same["on_nan"] = options.on_nan;
+    same["inject_nan_at_step"] = options.inject_nan_at_step;
+    require_same_as_root(comm, same, "options");
+  }
+  if (options.threads > 0) {
+    set_num_threads(static_cast<int>(options.threads));
+  } else if (comm.size() > 1) {
+    set_num_threads(threads_per_rank(distributed::launched_local_ranks()));  // not every rank on every core
+  }
   StopSignals stop_signals;  // from here on SIGINT, SIGTERM and SIGHUP stop the run cleanly
-  TrainingRun run(options, device);
+  if (comm.size() > 1) {
+    StopSignals::set_note(cat("qkgrad-translate train (rank ", comm.rank(), " of ", comm.size(),
+                              "): stopping on a signal. Under mpirun this is how the job ends when a rank fails or mpirun "
+                              "itself is stopped; mpirun's message names the rank. Every checkpoint in ", options.run_dir,
+                              "/checkpoints is intact (each is written atomically): continue with the same command plus --resume\n"));
+  }
+  TrainingRun run(options, device, comm);
   run.prepare_run_directory();
   run.load_data();
   if (!run.build_model()) return 0;  // a finished run, resumed

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "distributed/communicator.h"
 #include "translation/settings.h"
 
 namespace qkgrad::translation {
@@ -24,5 +25,8 @@ struct TrainOptions {
 
 // Runs the whole training; returns the process exit status (0, or 130 after Ctrl-C).
 int train(const TrainOptions& options);
+// The same, as one rank of a data-parallel job (translation/data_parallel.h): every rank calls
+// it with the same options; rank 0 writes the run directory.
+int train(const TrainOptions& options, distributed::Communicator& comm);
 
 }  // namespace qkgrad::translation

@@ -30,6 +30,7 @@
 #include "core/autograd.h"
 #include "core/error.h"
 #include "corpora/bible.h"
+#include "distributed/communicator.h"
 #include "io/atomic_file.h"
 #include "io/json.h"
 #include "plots/svg.h"
@@ -38,6 +39,7 @@
 #include "translation/beam_search.h"
 #include "translation/bleu.h"
 #include "translation/corpus.h"
+#include "translation/data_parallel.h"
 #include "translation/grad_dump.h"
 #include "translation/line_translator.h"
 #include "translation/scoring.h"
@@ -204,6 +206,9 @@ void infer_languages(RunSettings& s, bool src_given, bool tgt_given) {
                        langs.size() == 2 ? cat(" (e.g. --src ", langs[0], " --tgt ", langs[1], ")") : std::string()));
 }
 
+// The job's communicator, made by main() for `train`: MPI under mpirun, else one process.
+distributed::Communicator* g_comm = nullptr;
+
 int cmd_train(int argc, char** argv) {
   TrainOptions o;
   Json config_file;
@@ -293,7 +298,7 @@ int cmd_train(int argc, char** argv) {
   if (!o.resume) {
     infer_languages(s, src_flag->count() > 0 || config_file.contains("src"), tgt_flag->count() > 0 || config_file.contains("tgt"));
   }
-  return train(o);
+  return g_comm != nullptr ? train(o, *g_comm) : train(o);
 }
 
 int cmd_translate(int argc, char** argv) {
@@ -725,19 +730,40 @@ int main(int argc, char** argv) {
   // Over a file size limit (ulimit -f), a write fails with EFBIG and is reported like a full
   // disk, instead of the signal ending the program with a half-written file.
   std::signal(SIGXFSZ, SIG_IGN);
+  // Under mpirun (several ranks), `train` trains data-parallel; the other commands are one process.
+  std::unique_ptr<distributed::Communicator> comm;
+  // A rank that fails alone ends the whole job (MPI_Abort), so that no other rank waits for it
+  // forever; a failure every rank meets at the same point (JobWideError) ends each normally.
+  auto exit_status = [&](int status) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    if (comm && comm->size() > 1) comm->abort_job(status);
+    return status;
+  };
   try {
+    if (command == "train") {
+      comm = distributed::from_launcher();
+      g_comm = comm.get();
+    } else if (distributed::launched_ranks() > 1) {
+      throw UsageError(cat("qkgrad-translate ", command, ": started by mpirun as one of ", distributed::launched_ranks(),
+                           " ranks; only `train` runs data-parallel: run ", command, " without mpirun"));
+    }
     return found->run(argc, argv);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "%s\n", e.what());
-    return 2;
+    return exit_status(2);
   } catch (const Interrupted& e) {
     std::fprintf(stderr, "qkgrad-translate %s: %s\n", command.c_str(), e.what());
-    return e.exit_status();
-  } catch (const Error& e) {
-    std::fprintf(stderr, "qkgrad-translate %s: error: %s\n", command.c_str(), e.what());
+    return exit_status(e.exit_status());
+  } catch (const JobWideError& e) {
+    if (!comm || comm->is_root()) std::fprintf(stderr, "qkgrad-translate %s: error: %s\n", command.c_str(), e.what());
     return 1;
+  } catch (const Error& e) {
+    const std::string rank = comm && comm->size() > 1 ? cat(" (rank ", comm->rank(), " of ", comm->size(), ")") : "";
+    std::fprintf(stderr, "qkgrad-translate %s%s: error: %s\n", command.c_str(), rank.c_str(), e.what());
+    return exit_status(1);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "qkgrad-translate %s: unexpected error: %s\n", command.c_str(), e.what());
-    return 1;
+    return exit_status(1);
   }
 }

@@ -1,0 +1,184 @@
+// distributed/communicator.h over MPI (built with -Dmpi; Open MPI from Debian's libopenmpi-dev).
+#include "distributed/mpi_communicator.h"
+
+#include <mpi.h>
+
+#include <cstring>
+
+#include "core/backend.h"
+#include "core/error.h"
+
+namespace qkgrad::distributed {
+
+namespace {
+
+void check_mpi(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(rc, text, &length);
+  fail(cat("MPI: ", what, " failed: ", std::string(text, static_cast<std::size_t>(length)),
+           " (did another rank die, or the network between them fail?). The job stops; continue it with --resume"));
+}
+
+MPI_Datatype mpi_type(DType dtype) {
+  if (dtype == DType::f32) return MPI_FLOAT;
+  if (dtype == DType::f64) return MPI_DOUBLE;
+  fail(cat("distributed sum: a ", dtype_name(dtype), " buffer; only f32 and f64 buffers are summed"));
+}
+
+// The sum of one buffer over N ranks in two steps, each one MPI collective that runs while the
+// caller goes on (MPI_Ialltoall, MPI_Iallgather; poll() lets MPI make progress):
+//   1. reduce-scatter: the buffer is cut into N chunks; rank r receives chunk r of every rank
+//      and adds them up in rank order, x_0 + x_1 + ... + x_{N-1};
+//   2. all-gather: every rank receives every summed chunk.
+// Per step each rank sends and receives (N-1)/N of the buffer, as in a ring allreduce; the
+// order of the additions is fixed, and every rank ends with the same bits.
+class MpiSum final : public PendingSum {
+ public:
+  MpiSum(MPI_Comm comm, int ranks, int rank, Tensor buffer)
+      : comm_(comm), ranks_(ranks), rank_(rank), buffer_(std::move(buffer)), type_(mpi_type(buffer_.dtype())) {
+    QKGRAD_CHECK(buffer_.numel() > 0, "distributed sum: an empty buffer");
+    elem_ = dtype_size(buffer_.dtype());
+    chunk_ = (buffer_.numel() + ranks_ - 1) / ranks_;
+    QKGRAD_CHECK(chunk_ <= INT32_MAX, "distributed sum: a buffer of ", buffer_.numel(), " elements is too large for one MPI message");
+    send_.assign(static_cast<std::size_t>(chunk_ * ranks_) * elem_, std::byte{0});  // zero padding past the end
+    buffer_.device() == Device::cpu ? std::memcpy(send_.data(), buffer_.raw_data(), buffer_.nbytes())
+                                    : std::memcpy(send_.data(), buffer_.to(Device::cpu).raw_data(), buffer_.nbytes());
+    received_.resize(send_.size());
+    summed_.resize(static_cast<std::size_t>(chunk_) * elem_);
+    check_mpi(MPI_Ialltoall(send_.data(), static_cast<int>(chunk_), type_, received_.data(), static_cast<int>(chunk_), type_,
+                            comm_, &request_),
+              "the reduce-scatter of a gradient bucket (MPI_Ialltoall)");
+  }
+  ~MpiSum() override {
+    if (request_ != MPI_REQUEST_NULL) MPI_Wait(&request_, MPI_STATUS_IGNORE);  // MPI still writes into our buffers
+  }
+
+  bool poll() override {
+    while (step_ < 3) {
+      int done = 0;
+      check_mpi(MPI_Test(&request_, &done, MPI_STATUS_IGNORE), "a gradient sum (MPI_Test)");
+      if (!done) return false;
+      advance();
+    }
+    return true;
+  }
+  void wait() override {
+    while (step_ < 3) {
+      check_mpi(MPI_Wait(&request_, MPI_STATUS_IGNORE), "a gradient sum (MPI_Wait)");
+      advance();
+    }
+  }
+
+ private:
+  // Step 1 is done: add the N copies of this rank's chunk in rank order and gather the sums
+  // (into send_, free now). Step 2 is done: the sums go back into the buffer.
+  void advance() {
+    if (step_ == 1) {
+      type_ == MPI_FLOAT ? add_chunks<float>() : add_chunks<double>();
+      check_mpi(MPI_Iallgather(summed_.data(), static_cast<int>(chunk_), type_, send_.data(), static_cast<int>(chunk_), type_,
+                               comm_, &request_),
+                "the all-gather of a gradient bucket (MPI_Iallgather)");
+      step_ = 2;
+      return;
+    }
+    if (buffer_.device() == Device::cpu) {
+      std::memcpy(buffer_.raw_data(), send_.data(), buffer_.nbytes());
+    } else {
+      backend(buffer_.device()).copy_from_host(buffer_.raw_data(), send_.data(), buffer_.nbytes());
+    }
+    buffer_.mark_written();
+    step_ = 3;
+  }
+  template <typename T>
+  void add_chunks() {
+    const T* from = reinterpret_cast<const T*>(received_.data());  // [ranks, chunk]
+    T* sum = reinterpret_cast<T*>(summed_.data());                 // [chunk]
+    for (int64_t i = 0; i < chunk_; ++i) sum[i] = from[i];
+    for (int r = 1; r < ranks_; ++r) {
+      for (int64_t i = 0; i < chunk_; ++i) sum[i] += from[r * chunk_ + i];
+    }
+  }
+
+  MPI_Comm comm_;
+  int ranks_, rank_;
+  Tensor buffer_;
+  MPI_Datatype type_;
+  std::size_t elem_ = 0;
+  int64_t chunk_ = 0;
+  std::vector<std::byte> send_, received_, summed_;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+  int step_ = 1;  // 1: reduce-scatter in flight, 2: all-gather in flight, 3: done
+};
+
+class MpiWorld final : public Communicator {
+ public:
+  MpiWorld() {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;  // only the main thread calls MPI (OpenMP threads never do)
+      check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "starting (MPI_Init_thread)");
+      owns_mpi_ = true;
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);  // errors become messages, not crashes
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    char version[MPI_MAX_LIBRARY_VERSION_STRING];
+    int length = 0;
+    MPI_Get_library_version(version, &length);
+    library_ = std::string(version, static_cast<std::size_t>(length));
+    library_ = library_.substr(0, library_.find(','));  // "Open MPI v4.1.4"
+  }
+  ~MpiWorld() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (owns_mpi_ && !finalized) MPI_Finalize();
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string describe() const override { return cat("MPI (", library_, "), ", size_, size_ == 1 ? " rank" : " ranks"); }
+
+  std::unique_ptr<PendingSum> start_sum(Tensor buffer) override {
+    return std::make_unique<MpiSum>(MPI_COMM_WORLD, size_, rank_, std::move(buffer));
+  }
+
+  // Every rank's values gathered, then added in rank order (the same bits everywhere).
+  void sum(std::vector<double>& values) override {
+    const int n = static_cast<int>(values.size());
+    std::vector<double> all(values.size() * static_cast<std::size_t>(size_));
+    check_mpi(MPI_Allgather(values.data(), n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, MPI_COMM_WORLD), "MPI_Allgather");
+    for (int i = 0; i < n; ++i) {
+      double s = all[static_cast<std::size_t>(i)];
+      for (int r = 1; r < size_; ++r) s += all[static_cast<std::size_t>(r * n + i)];
+      values[static_cast<std::size_t>(i)] = s;
+    }
+  }
+
+  void broadcast(std::string& bytes, int root) override {
+    uint64_t length = bytes.size();
+    check_mpi(MPI_Bcast(&length, 1, MPI_UINT64_T, root, MPI_COMM_WORLD), "MPI_Bcast");
+    bytes.resize(length);
+    check_mpi(MPI_Bcast(bytes.data(), static_cast<int>(length), MPI_CHAR, root, MPI_COMM_WORLD), "MPI_Bcast");
+  }
+
+  void barrier() override { check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+
+  [[noreturn]] void abort_job(int status) override {
+    MPI_Abort(MPI_COMM_WORLD, status);
+    std::_Exit(status);  // MPI_Abort does not return; this keeps the promise if it ever did
+  }
+
+ private:
+  bool owns_mpi_ = false;
+  int rank_ = 0, size_ = 1;
+  std::string library_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> mpi_world() { return std::make_unique<MpiWorld>(); }
+
+}  // namespace qkgrad::distributed

@@ -1,0 +1,64 @@
+#include "translation/data_parallel.h"
+
+#include <cstdio>
+#include <thread>
+
+#include "translation/batching.h"
+
+namespace qkgrad::translation {
+
+void require_same_as_root(distributed::Communicator& comm, const Json& mine, const std::string& what) {
+  if (comm.size() == 1) return;
+  std::string root_text = mine.dump();
+  comm.broadcast(root_text, 0);
+  const Json root = Json::parse(root_text);
+  std::string differences;
+  for (const auto& item : mine.items()) {
+    const std::string theirs = root.contains(item.key()) ? root.at(item.key()).dump() : "(not set)";
+    if (theirs == item.value().dump()) continue;
+    differences += cat(differences.empty() ? "" : ", ", item.key(), " ", item.value().dump(), " (rank 0: ", theirs, ")");
+  }
+  for (const auto& item : root.items()) {
+    if (!mine.contains(item.key())) differences += cat(differences.empty() ? "" : ", ", item.key(), " (not set; rank 0: ", item.value().dump(), ")");
+  }
+  if (!differences.empty()) {
+    std::fprintf(stderr, "qkgrad-translate train (rank %d of %d): its %s differ from rank 0's: %s\n", comm.rank(), comm.size(),
+                 what.c_str(), differences.c_str());
+    std::fflush(stderr);
+  }
+  std::vector<double> differing{differences.empty() ? 0.0 : 1.0};
+  comm.sum(differing);
+  if (differing[0] == 0) return;
+  throw JobWideError(cat("the ", comm.size(), " ranks of this job were started with different ", what, " (", differing[0],
+                         differing[0] == 1 ? " rank differs" : " ranks differ", " from rank 0, named above): every rank must run "
+                         "the same command on the same data. Nothing was started or changed"));
+}
+
+uint64_t fingerprint(const void* bytes, std::size_t size, uint64_t hash) {
+  const auto* p = static_cast<const unsigned char*>(bytes);
+  for (std::size_t i = 0; i < size; ++i) hash = (hash ^ p[i]) * 1099511628211ull;
+  return hash;
+}
+
+uint64_t fingerprint(const std::vector<std::string>& lines, uint64_t hash) {
+  for (const std::string& line : lines) hash = fingerprint("\n", 1, fingerprint(line.data(), line.size(), hash));
+  return hash;
+}
+
+std::string hex(uint64_t value) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+std::vector<std::vector<int64_t>> rank_shares(const std::vector<int64_t>& indices, int rank, int ranks, int64_t accumulate) {
+  std::vector<std::vector<int64_t>> all = split_shares(indices, ranks * accumulate);
+  return {all.begin() + rank * accumulate, all.begin() + (rank + 1) * accumulate};
+}
+
+int threads_per_rank(int local_ranks) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, local_ranks));
+}
+
+}  // namespace qkgrad::translation
