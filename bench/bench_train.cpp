@@ -8,6 +8,13 @@
 // achieved GFLOP/s of the matrix products, the peak resident memory, and the system allocations
 // and page faults per step.
 //
+// Under mpirun (a build with MPI) the step is data-parallel, as `qkgrad-translate train` runs it:
+// --batch is the global batch, each of the N ranks takes batch/N of its sentences (random ids
+// of its own), the loss is divided by the global target tokens, and the gradients are summed
+// over the ranks in buckets during backward (distributed/gradient_reducer.h). Rank 0 prints;
+// "comm" is the median time per step that waiting for the sums added (what backward did not
+// hide). Compare `qkgrad-bench --threads 2` with `mpirun -np 2 qkgrad-bench --threads 1`.
+//
 // --device cuda runs the step on the GPU (the model, the batch and the optimizer state live
 // there). A step ends by reading the loss value back to the host, which waits until the GPU has
 // finished everything queued before it (one stream: see backends/cuda/cuda_backend.h), so each
@@ -41,6 +48,8 @@
 #include "core/autograd.h"
 #include "core/backend.h"
 #include "core/error.h"
+#include "distributed/communicator.h"
+#include "distributed/gradient_reducer.h"
 #include "io/json.h"
 #include "nn/optim.h"
 #include "nn/transformer.h"
@@ -111,8 +120,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "qkgrad-bench: %s\n", e.what());
     return 2;
   }
+  std::unique_ptr<distributed::Communicator> comm;
   try {
+    comm = distributed::from_launcher();
+    const int ranks = comm->size(), rank = comm->rank();
     if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
+    // This rank's sentences of the global batch.
+    const int64_t local_batch = o.batch * (rank + 1) / ranks - o.batch * rank / ranks;
+    QKGRAD_CHECK(local_batch > 0, "--batch ", o.batch, " has fewer sentences than the ", ranks, " ranks");
     TransformerConfig c;
     c.vocab = o.vocab;
     c.d_model = o.d_model;
@@ -125,25 +140,36 @@ int main(int argc, char** argv) {
     c.word_dropout = 0;
     Seq2SeqTransformer model(c, device);
     Adam opt(model.named_parameters(), AdamOptions{});
-    Generator data(42, 9);
+    Generator data(42, 9 + static_cast<uint64_t>(rank));
     // Token ids in [4, vocab): no special tokens inside the sentences.
     auto random_ids = [&](int64_t rows, int64_t cols) {
       std::vector<int64_t> ids(static_cast<std::size_t>(rows * cols));
       for (auto& id : ids) id = 4 + static_cast<int64_t>(data.next_below(static_cast<uint64_t>(o.vocab - 4)));
       return Tensor::from_ids(ids, {rows, cols}, device);
     };
-    const Tensor src = random_ids(o.batch, o.src_len), tgt_in = random_ids(o.batch, o.tgt_len), tgt_out = random_ids(o.batch, o.tgt_len);
-    const std::vector<int64_t> src_lengths(static_cast<std::size_t>(o.batch), o.src_len);
-    const std::vector<int64_t> tgt_lengths(static_cast<std::size_t>(o.batch), o.tgt_len);
+    const Tensor src = random_ids(local_batch, o.src_len), tgt_in = random_ids(local_batch, o.tgt_len),
+                 tgt_out = random_ids(local_batch, o.tgt_len);  // [b, S], [b, T], [b, T]
+    const std::vector<int64_t> src_lengths(static_cast<std::size_t>(local_batch), o.src_len);
+    const std::vector<int64_t> tgt_lengths(static_cast<std::size_t>(local_batch), o.tgt_len);
     const std::vector<Tensor> params = model.parameters();
+    std::unique_ptr<distributed::GradientReducer> reducer;
+    if (ranks > 1) reducer = std::make_unique<distributed::GradientReducer>(*comm, params);
+    const double global_tokens = static_cast<double>(o.batch * o.tgt_len);
+    std::vector<double> comm_ms;
     // One training step; returns the loss per target token. Reading it at the end (a copy to
     // the host on the default stream) waits for the whole step, Adam included, on a GPU.
     auto step = [&] {
       opt.zero_grad();
       const Tensor logits = model.forward(src, src_lengths, tgt_in, tgt_lengths);
       const LossSum loss = cross_entropy(logits, tgt_out, 0.1, c.pad_id);
-      const Tensor per_token = loss.sum / static_cast<double>(loss.tokens);
-      per_token.backward();
+      const Tensor per_token = loss.sum / global_tokens;
+      if (reducer) {
+        backward(per_token, Tensor::ones(per_token.shape(), per_token.dtype(), per_token.device()), reducer->hook());
+        reducer->finish();
+        comm_ms.push_back(1000 * reducer->last_wait_seconds());
+      } else {
+        per_token.backward();
+      }
       clip_grad_norm(params, 1.0);
       opt.step();
       return per_token.item();
@@ -151,6 +177,7 @@ int main(int argc, char** argv) {
     // Copying a tensor to the host waits for the set-up's GPU work (the initial values) too.
     (void)params.front().detach().to(Device::cpu);
     for (int64_t i = 0; i < o.warmup_steps; ++i) step();
+    comm_ms.clear();
     Backend& be = backend(device);
     const AllocatorStats before = be.allocator_stats();
     rusage ru_before{};
@@ -167,6 +194,11 @@ int main(int argc, char** argv) {
     std::vector<double> sorted = ms;
     std::sort(sorted.begin(), sorted.end());
     const double median = sorted[sorted.size() / 2];
+    std::sort(comm_ms.begin(), comm_ms.end());
+    const double comm_median = comm_ms.empty() ? 0.0 : comm_ms[comm_ms.size() / 2];
+    if (!comm->is_root()) return 0;  // rank 0 reports
+    double param_bytes = 0;
+    for (const Tensor& p : params) param_bytes += static_cast<double>(p.nbytes());
     const double tokens_per_s = static_cast<double>(o.batch * o.tgt_len) / (median / 1000.0);
     const double gflops = flops_per_step(o) / (median / 1000.0) / 1e9;
     const double faults_per_step = static_cast<double>(ru_after.ru_minflt - ru_before.ru_minflt) / static_cast<double>(o.steps);
@@ -184,7 +216,8 @@ int main(int argc, char** argv) {
                          {"max_ms", sorted.back()}, {"tgt_tokens_per_s", tokens_per_s}, {"gflops", gflops},
                          {peak_key, peak_mb},
                          {"system_allocations_per_step", static_cast<double>(mallocs) / static_cast<double>(o.steps)},
-                         {"page_faults_per_step", faults_per_step}};
+                         {"page_faults_per_step", faults_per_step}, {"ranks", ranks}, {"comm_ms", comm_median},
+                         {"gradient_mb", param_bytes / (1 << 20)}};
       std::printf("%s\n", dump_json(line).c_str());
     } else {
       std::printf("qkgrad training step: %ld+%ld layers, d %ld, %ld heads, ffn %ld, vocab %ld, %ld x %ld/%ld tokens, %s, dropout %g, "
@@ -199,9 +232,15 @@ int main(int argc, char** argv) {
                   flops_per_step(o) / 1e9, peak_label, peak_mb);
       std::printf("steady state: %.2f system allocations and %.1f page faults per step\n",
                   static_cast<double>(mallocs) / static_cast<double>(o.steps), faults_per_step);
+      if (ranks > 1) {
+        std::printf("data parallel: %s, %ld sentences each; %.1f MB of gradients summed per step in %zu buckets; "
+                    "waiting for the sums: median %.2f ms per step\n",
+                    comm->describe().c_str(), static_cast<long>(local_batch), param_bytes / (1 << 20), reducer->buckets(), comm_median);
+      }
     }
   } catch (const Error& e) {
-    std::fprintf(stderr, "qkgrad-bench: %s\n", e.what());
+    std::fprintf(stderr, "qkgrad-bench%s: %s\n", comm && comm->size() > 1 ? cat(" (rank ", comm->rank(), ")").c_str() : "", e.what());
+    if (comm && comm->size() > 1) comm->abort_job(1);  // the other ranks would wait for this one
     return 1;
   }
   return 0;

@@ -9,7 +9,8 @@
 #                     and run the whole Catch2 suite and qkgrad-gradcheck there; any report fails.
 #     --fuzz SECONDS  also run each libFuzzer target (scripts/fuzz.sh) for SECONDS.
 #   CI (.ci/run) passes both: --sanitize --fuzz 60.
-# Counts: the layer check (and its planted-include self-test), every Catch2 test case, every op
+# Counts: the layer check (and its planted-include self-test), every Catch2 test case (those under
+# mpirun too), every op
 # checked by qkgrad-gradcheck, the suite once more on the other float32 GEMM provider (OpenBLAS,
 # where oneDNN is the default), the CUDA emulation, the
 # CUDA build, and (when asked) the sanitized suite and each fuzz target.
@@ -54,7 +55,8 @@ finish() {
 }
 
 # diatheke and the two Bible modules let the end-to-end corpus test run (it skips without them).
-if ! ensure_packages diatheke sword-text-sparv sword-text-web; then
+# Open MPI (libopenmpi-dev, openmpi-bin) builds and tests data-parallel training; the build works without it.
+if ! ensure_packages diatheke sword-text-sparv sword-text-web libopenmpi-dev openmpi-bin; then
   echo "error: could not install the packages qkgrad needs"
   failed=$((failed + 1))
   finish
@@ -106,6 +108,29 @@ fi
 if [ "$catch_rc" -ne 0 ] && [ -n "$summary" ] && [[ "$summary" == All* ]]; then
   echo "error: the Catch2 suite exited with status $catch_rc"
   failed=$((failed + 1))
+fi
+
+# ---- data-parallel training under mpirun: the Catch2 cases tagged [mpi] (tests/test_distributed.cpp,
+# hidden from the plain suite above), which start qkgrad-translate as 2 and 3 ranks ----
+if grep -q -- "-DQKGRAD_HAVE_MPI" build/build.ninja && command -v mpirun >/dev/null 2>&1; then
+  stage "data-parallel training under mpirun (Catch2 [mpi])"
+  build/tests/qkgrad-tests "[mpi]" > "$log_dir/mpi.log" 2>&1
+  mpi_rc=$?
+  mpi_summary=$(grep -aE "^(All tests passed|test cases:)" "$log_dir/mpi.log" | tail -n 1)
+  if [[ "$mpi_summary" =~ ^All\ tests\ passed\ \(([0-9]+)\ assertions?\ in\ ([0-9]+)\ test\ cases?\) ]] && [ "$mpi_rc" -eq 0 ]; then
+    echo "mpirun tests: $mpi_summary"
+    passed=$((passed + BASH_REMATCH[2]))
+  elif [[ "$mpi_summary" =~ test\ cases:\ *([0-9]+)\ \|\ *([0-9]+)\ passed\ \|\ *([0-9]+)\ failed ]]; then
+    grep -a -B2 -A20 "FAILED" "$log_dir/mpi.log" | head -n 120
+    passed=$((passed + BASH_REMATCH[2]))
+    failed=$((failed + BASH_REMATCH[3]))
+  else
+    tail -n 40 "$log_dir/mpi.log"
+    echo "error: the mpirun tests ended without a summary (exit status $mpi_rc)"
+    failed=$((failed + 1))
+  fi
+else
+  stage "data-parallel tests skipped: the build has no MPI (libopenmpi-dev) or mpirun is missing"
 fi
 
 # ---- qkgrad-gradcheck: one line per op ----

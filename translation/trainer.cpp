@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <ctime>
 #include <cmath>
 #include <cstring>
@@ -812,6 +813,7 @@ class TrainingRun {
   // loss (a NaN on any rank skips or stops the batch everywhere) before this rank's last
   // backward, while which the reducer sums the gradients over the ranks.
   bool step() {
+    if (o_.inject_rank_death_at_step == s_.step + 1 && ranks_ > 1 && comm_.rank() == ranks_ - 1) std::raise(SIGKILL);
     const double tokens = static_cast<double>(std::max<int64_t>(batch_.tgt_tokens, 1));  // non-pad targets
     const bool inject_nan = o_.inject_nan_at_step == s_.step + 1 && !nan_injected_;  // testing the guard (once)
     if (inject_nan) nan_injected_ = true;
@@ -1146,6 +1148,7 @@ int train(const TrainOptions& options, distributed::Communicator& comm) {
     same["save_every"] = options.save_every;
     same["on_nan"] = options.on_nan;
     same["inject_nan_at_step"] = options.inject_nan_at_step;
+    same["inject_rank_death_at_step"] = options.inject_rank_death_at_step;
     require_same_as_root(comm, same, "options");
   }
   if (options.threads > 0) {

@@ -21,6 +21,9 @@ struct TrainOptions {
   std::string on_nan = "stop";       // stop (save the last good state, exit 1) or skip (the batch)
   // For tests of the NaN guard: make the loss of this step (1-based) NaN. 0: never.
   int64_t inject_nan_at_step = 0;
+  // For tests of a rank's death in a data-parallel job: the last rank kills itself (SIGKILL)
+  // at the start of this step (1-based). 0: never.
+  int64_t inject_rank_death_at_step = 0;
 };
 
 // Runs the whole training; returns the process exit status (0, or 130 after Ctrl-C).

@@ -284,6 +284,9 @@ int cmd_train(int argc, char** argv) {
   args.flag("resume", "continue the run in --run from its last checkpoint", &o.resume);
   args.option("inject-nan-at-step", "testing: pretend the loss of this step is NaN", &o.inject_nan_at_step, 0, int64_t{1} << 40)
       ->group("");  // for the tests of the NaN guard: not in --help
+  args.option("inject-rank-death-at-step", "testing: the last rank of a data-parallel job kills itself at this step",
+              &o.inject_rank_death_at_step, 0, int64_t{1} << 40)
+      ->group("");  // for the tests of a rank's death under mpirun: not in --help
   args.choice("on-nan", "a non-finite loss or gradient: stop (after saving the last good state) or skip the batch", &o.on_nan, {"stop", "skip"});
   args.footer(presets_table());
   if (!args.parse(argc, argv, 2)) return 0;
