@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "distributed/mpi_communicator.h"
+#include "distributed/nccl_communicator.h"
 
 namespace qkgrad::distributed {
 
@@ -64,6 +65,23 @@ int launched_local_ranks() {
   return n > 0 ? n : 1;
 }
 
+int launched_local_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK"}) {
+    if (const char* value = std::getenv(name); value != nullptr && *value != '\0') return std::atoi(value);
+  }
+  return 0;
+}
+
+std::unique_ptr<Communicator> gradient_communicator(Device device, Communicator& world) {
+#ifdef QKGRAD_HAVE_NCCL
+  if (device == Device::cuda && world.size() > 1) return nccl_over(world);
+#else
+  (void)device;
+  (void)world;
+#endif
+  return nullptr;
+}
+
 bool built_with_mpi() {
 #ifdef QKGRAD_HAVE_MPI
   return true;
@@ -85,6 +103,9 @@ std::unique_ptr<Communicator> from_launcher() {
                         std::getenv("OMPI_COMM_WORLD_RANK") != nullptr || std::getenv("PMI_RANK") != nullptr;
   if (!launched) return single_process();
 #ifdef QKGRAD_HAVE_MPI
+#ifdef QKGRAD_HAVE_NCCL
+  choose_local_gpu();  // before anything touches CUDA
+#endif
   return mpi_world();
 #else
   QKGRAD_CHECK(launched_ranks() == 1, "this process was started by an MPI launcher as one of ", launched_ranks(),

@@ -69,6 +69,12 @@ std::unique_ptr<Communicator> from_launcher();
 // (1 without a launcher) and the number of them on this machine.
 int launched_ranks();
 int launched_local_ranks();
+int launched_local_rank();  // this rank's index among those on this machine (0 without a launcher)
+
+// The communicator for the gradients of a model on `device`, when it should not be `world`
+// itself: NCCL's for CUDA devices in a build with NCCL (device buffers summed without a copy to
+// the host). nullptr: use `world`.
+std::unique_ptr<Communicator> gradient_communicator(Device device, Communicator& world);
 
 // Whether this build has MPI (-Dmpi) and NCCL.
 bool built_with_mpi();

@@ -633,8 +633,9 @@ class TrainingRun {
     if (ranks_ > 1) {
       require_same_as_root(comm_, Json{{"parameters", hex(parameter_fingerprint())}, {"step", s_.step}},
                            "model state (initial or resumed parameters)");
-      reducer_ = std::make_unique<distributed::GradientReducer>(comm_, params_);
-      progress_.message(cat("data parallel: ", comm_.describe(), "; each takes ", settings_.accumulate, " of the ",
+      gradient_comm_ = distributed::gradient_communicator(device_, comm_);  // NCCL for CUDA gradients, where built
+      reducer_ = std::make_unique<distributed::GradientReducer>(gradient_comm_ ? *gradient_comm_ : comm_, params_);
+      progress_.message(cat("data parallel: ", (gradient_comm_ ? *gradient_comm_ : comm_).describe(), "; each takes ", settings_.accumulate, " of the ",
                             ranks_ * settings_.accumulate, " shares of every batch; gradients summed in ", reducer_->buckets(),
                             " buckets during backward; evaluation and every file on rank 0"));
     }
@@ -1097,7 +1098,8 @@ class TrainingRun {
   const RunDir run_;
   distributed::Communicator& comm_;
   const int ranks_;
-  std::unique_ptr<distributed::GradientReducer> reducer_;  // in a data-parallel job
+  std::unique_ptr<distributed::Communicator> gradient_comm_;  // NCCL's, for gradients on a GPU (else comm_)
+  std::unique_ptr<distributed::GradientReducer> reducer_;     // in a data-parallel job
   bool agreed_stop_ = false;          // agree_on_loss: a rank got a stop signal
   double agreed_train_seconds_ = 0;   // agree_on_loss: rank 0's training clock
   double window_comm_seconds_ = 0;    // time spent waiting for the other ranks in this log window
