@@ -88,6 +88,39 @@ TEST_CASE("rank shares: rank r of N with --accumulate K runs shares rK .. rK + K
   CHECK(translation::rank_shares({7}, 0, 2, 1) == std::vector<std::vector<int64_t>>{{}});
 }
 
+namespace {
+// Rank 1 of a 2-rank job whose rank 0 sent `root_text` and says whether it differed.
+class ScriptedRank1 final : public distributed::Communicator {
+ public:
+  explicit ScriptedRank1(std::string root_text) : root_text_(std::move(root_text)) {}
+  int rank() const override { return 1; }
+  int size() const override { return 2; }
+  std::string describe() const override { return "scripted"; }
+  std::unique_ptr<distributed::PendingSum> start_sum(Tensor) override { return nullptr; }
+  void sum(std::vector<double>&) override {}  // rank 0 agreed: it adds nothing
+  void broadcast(std::string& bytes, int) override { bytes = root_text_; }
+  void barrier() override {}
+  [[noreturn]] void abort_job(int) override { std::abort(); }
+
+ private:
+  std::string root_text_;
+};
+}  // namespace
+
+TEST_CASE("ranks that read different data refuse to start, each naming what differs", "[distributed]") {
+  const Json root = {{"train pairs", 200}, {"train text", "00aa"}, {"dev pairs", 50}};
+  ScriptedRank1 same(root.dump());
+  CHECK_NOTHROW(translation::require_same_as_root(same, root, "data"));
+  ScriptedRank1 other(root.dump());
+  const Json mine = {{"train pairs", 200}, {"train text", "00bb"}, {"dev pairs", 50}};
+  CHECK_THROWS_AS(translation::require_same_as_root(other, mine, "data"), translation::JobWideError);
+  CHECK_THROWS_WITH(translation::require_same_as_root(other, mine, "data"),
+                    Contains("the 2 ranks of this job were started with different data") && Contains("1 rank differs"));
+  // The fingerprints of two corpora that differ in one line differ.
+  CHECK(translation::fingerprint({"uno dos", "tres"}) != translation::fingerprint({"uno dos", "tres."}));
+  CHECK(translation::fingerprint({"ab", "c"}) != translation::fingerprint({"a", "bc"}));
+}
+
 TEST_CASE("without a launcher a process is a single process", "[distributed]") {
   if (std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr) return;  // run under a launcher
   CHECK(distributed::launched_ranks() == 1);
