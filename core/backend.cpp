@@ -65,6 +65,10 @@ void Backend::layer_norm_backward(const Tensor&, const Tensor&, const Tensor&, c
                                   Tensor*, Tensor*, Tensor*) {
   not_implemented("layer_norm_backward");
 }
+void Backend::rms_norm(const Tensor&, const Tensor&, double, Tensor&, Tensor&) { not_implemented("rms_norm"); }
+void Backend::rms_norm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor*, Tensor*) {
+  not_implemented("rms_norm_backward");
+}
 void Backend::l2_normalize(const Tensor&, double, Tensor&, Tensor&) { not_implemented("l2_normalize"); }
 void Backend::l2_normalize_backward(const Tensor&, const Tensor&, double, const Tensor&, Tensor&) {
   not_implemented("l2_normalize_backward");

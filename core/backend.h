@@ -175,6 +175,11 @@ class Backend {
   virtual void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
                                    const Tensor& rstd, const Tensor& dy, Tensor* dx,
                                    Tensor* dgamma, Tensor* dbeta);
+  // y = x · rstd · gamma, rstd = 1/√(mean(x²) + eps) per row (RMSNorm); rstd ([rows]) is kept.
+  virtual void rms_norm(const Tensor& x, const Tensor& gamma, double eps, Tensor& y, Tensor& rstd);
+  // Writes dx and dgamma (either may be null when not wanted; both overwritten).
+  virtual void rms_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& rstd, const Tensor& dy,
+                                 Tensor* dx, Tensor* dgamma);
   // y = x / max(‖x‖, eps) per row; norm ([rows]) keeps ‖x‖ for the backward.
   virtual void l2_normalize(const Tensor& x, double eps, Tensor& y, Tensor& norm);
   // dx = (dy − [‖x‖ > eps] · y (y·dy)) / max(‖x‖, eps); dx overwritten.

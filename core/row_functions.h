@@ -1,4 +1,4 @@
-// The per-element formulas of the fused row ops (softmax, log_softmax, layer_norm,
+// The per-element formulas of the fused row ops (softmax, log_softmax, layer_norm, rms_norm,
 // l2_normalize, the label-smoothed cross-entropy, the fused attention's backward), written once
 // and shared by the CPU kernels (backends/cpu/cpu_norm.cpp, cpu_loss.cpp, cpu_attention.cpp) and
 // the CUDA kernels (backends/cuda/cuda_norm.cu, cuda_loss.cu, cuda_attention.cu). Each backend gathers a row's statistics its own way (OpenMP threads and SIMD
@@ -33,6 +33,19 @@ template <typename T>
 QKGRAD_HOST_DEVICE T layer_norm_grad(T x, T dy, T gamma, T mean, T rstd, T mean_h, T mean_hx) {
   const T xhat = (x - mean) * rstd;
   return rstd * (dy * gamma - mean_h - xhat * mean_hx);
+}
+
+// rms_norm ("rms_norm", RMSNorm): y = x r γ with r = (mean(x²) + ε)^(−1/2): layer_norm
+// without the mean and without β.
+template <typename T>
+QKGRAD_HOST_DEVICE T rms_norm_value(T x, T rstd, T gamma) {
+  return x * rstd * gamma;
+}
+// ... and its backward: x̄ = r (h − x̂ mean(h ⊙ x̂)), with h = ȳ ⊙ γ and x̂ = x r; mean_hx is the
+// row's mean(h ⊙ x̂).
+template <typename T>
+QKGRAD_HOST_DEVICE T rms_norm_grad(T x, T dy, T gamma, T rstd, T mean_hx) {
+  return rstd * (dy * gamma - x * rstd * mean_hx);
 }
 
 // l2_normalize backward ("l2_normalize"): x̄ = (ȳ − y (y·ȳ)) / n above ε, ȳ/ε at or below it;

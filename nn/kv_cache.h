@@ -31,8 +31,9 @@ class KVCache {
 };
 
 // attention_step (ops/attention.h) over everything in `cache`.
-inline AttentionOutput attention_step(const Tensor& q, const KVCache& cache, const Tensor& g, AttentionOptions options) {
-  return attention_step(q, cache.keys(), cache.values(), cache.length(), g, options);
+inline AttentionOutput attention_step(const Tensor& q, const KVCache& cache, const AttentionParams& params,
+                                      AttentionOptions options) {
+  return attention_step(q, cache.keys(), cache.values(), cache.length(), params, options);
 }
 
 }  // namespace qkgrad

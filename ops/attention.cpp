@@ -67,10 +67,87 @@ AttentionSpec plan_attention(const Tensor& q, const Tensor& k, const Tensor& v, 
   return s;
 }
 
+// rms_qknorm / layer_qknorm: a gain (and bias) must be [d] or [H, d], on q's dtype and device.
+void check_norm_parameter(const char* what, const Tensor& p, const Tensor& q, const AttentionOptions& o, int64_t d) {
+  const char* op = "attention";
+  QKGRAD_CHECK(p.defined(), op, ": mode ", attention_mode_name(o.mode), " needs ", what,
+               " (AttentionParams), [d] or [H, d]");
+  check_same_dtype_device(op, q, p);
+  const bool shared = p.shape() == Shape{d}, per_head = p.shape() == Shape{o.heads, d};
+  QKGRAD_CHECK(shared || per_head, op, ": ", what, " must be [", d,
+               "] (shared by the heads) or [", o.heads, ", ", d, "] (one per head), got ", p.shape());
+}
+
+// Each head's rows of x [B, T, H·d] normalised over their d values: RMSNorm or LayerNorm with
+// the gain (and bias) shared by the heads ([d], the fused op's own γ and β) or one per head
+// ([H, d], broadcast over [B, T, H, d] after a norm with unit gain).
+Tensor normalize_heads(const Tensor& x, const Tensor& gain, const Tensor& bias, const AttentionOptions& o) {
+  const int64_t B = x.size(0), T = x.size(1), H = o.heads, d = x.size(2) / H;
+  const Tensor rows = x.reshape({B, T, H, d});  // [B, T, H, d]
+  const bool shared = gain.rank() == 1;
+  const Tensor one = shared ? gain : Tensor::ones({d}, x.dtype(), x.device());
+  Tensor y;
+  if (o.mode == AttentionMode::rms_qknorm) {
+    y = rms_norm(rows, one, o.eps);
+  } else {
+    y = layer_norm(rows, one, shared ? bias : Tensor::zeros({d}, x.dtype(), x.device()), o.eps);
+  }
+  if (!shared) y = o.mode == AttentionMode::rms_qknorm ? y * gain : y * gain + bias;  // gain, bias [H, d]
+  return y.reshape(x.shape());
+}
+
+// rms_qknorm and layer_qknorm: q̂ and k̂, then the scaled_dot kernel on them. Only the keys in
+// use (kv_length) are normalised.
+AttentionOutput attention_of_normalised_heads(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& p,
+                                              const AttentionOptions& o) {
+  plan_attention(q, k, v, Tensor(), o);  // the shapes and options, checked as for scaled_dot
+  const int64_t d = q.size(2) / o.heads;
+  check_norm_parameter("a query gain (q_gain)", p.q_gain, q, o, d);
+  check_norm_parameter("a key gain (k_gain)", p.k_gain, q, o, d);
+  if (o.mode == AttentionMode::layer_qknorm) {
+    check_norm_parameter("a query bias (q_bias)", p.q_bias, q, o, d);
+    check_norm_parameter("a key bias (k_bias)", p.k_bias, q, o, d);
+    QKGRAD_CHECK(p.q_bias.shape() == p.q_gain.shape() && p.k_bias.shape() == p.k_gain.shape(),
+                 "attention: each bias must have its gain's shape, got q_gain ", p.q_gain.shape(), " and q_bias ",
+                 p.q_bias.shape(), ", k_gain ", p.k_gain.shape(), " and k_bias ", p.k_bias.shape());
+  } else {
+    QKGRAD_CHECK(!p.q_bias.defined() && !p.k_bias.defined(), "attention: rms_qknorm has no biases (q_bias, k_bias)");
+  }
+  AttentionOptions inner = o;
+  inner.mode = AttentionMode::scaled_dot;
+  inner.kv_length = -1;
+  const bool part = o.kv_length >= 0 && o.kv_length < k.size(1);
+  const Tensor k_used = part ? slice(k, 1, 0, o.kv_length) : k;  // [B, Tk, H·d]
+  const Tensor v_used = part ? slice(v, 1, 0, o.kv_length) : v;
+  return attention(normalize_heads(q, p.q_gain, p.q_bias, o), normalize_heads(k_used, p.k_gain, p.k_bias, o), v_used,
+                   AttentionParams(), inner);
+}
+
 }  // namespace
 
-AttentionOutput attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+const char* attention_mode_name(AttentionMode mode) {
+  switch (mode) {
+    case AttentionMode::qknorm: return "qknorm";
+    case AttentionMode::scaled_dot: return "scaled_dot";
+    case AttentionMode::rms_qknorm: return "rms_qknorm";
+    case AttentionMode::layer_qknorm: return "layer_qknorm";
+  }
+  return "?";
+}
+
+AttentionMode attention_mode_from_name(const std::string& name) {
+  for (AttentionMode m : {AttentionMode::qknorm, AttentionMode::scaled_dot, AttentionMode::rms_qknorm, AttentionMode::layer_qknorm}) {
+    if (name == attention_mode_name(m)) return m;
+  }
+  fail(cat("unknown attention mode \"", name, "\" (choose qknorm, scaled_dot, rms_qknorm or layer_qknorm)"));
+}
+
+bool normalises_heads(AttentionMode mode) { return mode == AttentionMode::rms_qknorm || mode == AttentionMode::layer_qknorm; }
+
+AttentionOutput attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& params,
                           const AttentionOptions& o) {
+  if (normalises_heads(o.mode)) return attention_of_normalised_heads(q, k, v, params, o);
+  const Tensor& g = params.g;
   AttentionSpec s = plan_attention(q, k, v, g, o);
   if (s.dropout > 0) {  // one stream word per element of P [B, H, Tq, Tk]
     Generator& gen = *o.generator;
@@ -118,14 +195,14 @@ double qknorm_initial_g(double length) {
 }
 
 AttentionOutput attention_step(const Tensor& q, const Tensor& keys, const Tensor& values, int64_t length,
-                               const Tensor& g, AttentionOptions o) {
+                               const AttentionParams& params, AttentionOptions o) {
   QKGRAD_CHECK(length >= 0 && length <= keys.size(1), "attention_step: length ", length, " is outside the ",
                keys.size(1), " cached rows");
   QKGRAD_CHECK(q.rank() == 3 && q.size(1) <= length, "attention_step: q ", q.shape(), " has more steps than the ",
                length, " in the cache (append their keys first)");
   o.kv_length = length;
   if (o.causal) o.query_offset = length - q.size(1);
-  return attention(q, keys, values, g, o);
+  return attention(q, keys, values, params, o);
 }
 
 }  // namespace qkgrad

@@ -8,8 +8,20 @@
 
 namespace qkgrad {
 
+namespace {
+// rms_qknorm / layer_qknorm on heads [B, H, T, d] from primitives: x / √(mean(x²) + eps) · γ, or
+// (x − mean) / √(var + eps) · γ + β; γ and β are [d] or [H, d] (then [H, 1, d] against the rows).
+Tensor normalise(const Tensor& x, const Tensor& gain, const Tensor& bias, const AttentionOptions& o) {
+  auto per_head = [&](const Tensor& p) { return p.rank() == 2 ? p.reshape({p.size(0), 1, p.size(1)}) : p; };
+  if (o.mode == AttentionMode::rms_qknorm) return x * rsqrt(mean(square(x), -1, true) + o.eps) * per_head(gain);
+  const Tensor centered = x - mean(x, -1, true);
+  return centered * rsqrt(mean(square(centered), -1, true) + o.eps) * per_head(gain) + per_head(bias);
+}
+}  // namespace
+
 AttentionOutput attention_reference(const Tensor& q, const Tensor& k_all, const Tensor& v_all,
-                                    const Tensor& g, const AttentionOptions& o) {
+                                    const AttentionParams& params, const AttentionOptions& o) {
+  const Tensor& g = params.g;
   QKGRAD_CHECK(q.rank() == 3 && k_all.rank() == 3 && q.size(2) % o.heads == 0,
                "attention_reference: q and k must be [B, T, H·d]");
   const int64_t B = q.size(0), Tq = q.size(1), H = o.heads, d = q.size(2) / H;
@@ -22,6 +34,9 @@ AttentionOutput attention_reference(const Tensor& q, const Tensor& k_all, const 
   if (o.mode == AttentionMode::qknorm) {
     const Tensor gain = g.numel() == H && H > 1 ? g.reshape({H, 1, 1}) : g.reshape({});
     S = matmul(l2_normalize(qh, o.eps), l2_normalize(kh, o.eps), false, true) * gain;
+  } else if (normalises_heads(o.mode)) {
+    S = matmul(normalise(qh, params.q_gain, params.q_bias, o), normalise(kh, params.k_gain, params.k_bias, o), false, true) *
+        (1.0 / std::sqrt(static_cast<double>(d)));
   } else {
     S = matmul(qh, kh, false, true) * (1.0 / std::sqrt(static_cast<double>(d)));
   }

@@ -1,5 +1,5 @@
 // Normalisations over the last axis, each fused into one kernel pass per direction:
-// softmax, log_softmax, layer_norm, l2_normalize and scale_norm. Each is also tested against
+// softmax, log_softmax, layer_norm, rms_norm, l2_normalize and scale_norm. Each is also tested against
 // the same function composed from primitive ops (tests/test_fused_vs_composed.cpp).
 #include "core/autograd.h"
 #include "core/backend.h"
@@ -74,6 +74,33 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, doub
       if (dx.defined()) ctx.accumulate(0, std::move(dx));
       if (dgamma.defined()) ctx.accumulate(1, std::move(dgamma));
       if (dbeta.defined()) ctx.accumulate(2, std::move(dbeta));
+    });
+  }
+  return y;
+}
+
+// RMSNorm: y = x̂ ⊙ γ, x̂ = x · r, r = 1/√(mean(x²) + eps) (per row)
+//   x̄ = r · (h − x̂ ⊙ mean(h ⊙ x̂)), h = ȳ ⊙ γ;  γ̄ = Σ_rows ȳ ⊙ x̂   (docs/autodiff.md)
+Tensor rms_norm(const Tensor& x, const Tensor& gamma, double eps) {
+  check_rows("rms_norm", x);
+  check_same_dtype_device("rms_norm", x, gamma);
+  const int64_t d = x.size(-1);
+  QKGRAD_CHECK(gamma.shape() == Shape{d}, "rms_norm: gamma ", gamma.shape(), " must be [", d, "] for input ", x.shape());
+  QKGRAD_CHECK(eps > 0, "rms_norm: eps must be > 0, got ", eps);
+  QKGRAD_CHECK(d > 0, "rms_norm: cannot normalise an empty last dim (shape ", x.shape(), ")");
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor rstd = Tensor::empty(row_shape(x), x.dtype(), x.device());
+  backend(x.device()).rms_norm(x, gamma, eps, y, rstd);
+  if (should_record(x, gamma)) {
+    record("rms_norm", {x, gamma}, {y}, {x, gamma, rstd}, [](BackwardContext& ctx) {
+      const Tensor& xs = ctx.saved(0);
+      Tensor dx, dgamma;
+      if (ctx.needs_grad(0)) dx = Tensor::empty(xs.shape(), xs.dtype(), xs.device());
+      if (ctx.needs_grad(1)) dgamma = Tensor::empty(ctx.input(1).shape(), xs.dtype(), xs.device());
+      backend(xs.device()).rms_norm_backward(xs, ctx.saved(1), ctx.saved(2), ctx.grad_output(),
+                                             dx.defined() ? &dx : nullptr, dgamma.defined() ? &dgamma : nullptr);
+      if (dx.defined()) ctx.accumulate(0, std::move(dx));
+      if (dgamma.defined()) ctx.accumulate(1, std::move(dgamma));
     });
   }
   return y;

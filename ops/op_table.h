@@ -38,6 +38,8 @@
   X(log_softmax, "y = x − m − log Σ e^(x−m), over the last axis", "x̄ = ȳ − softmax(x) Σ ȳ")      \
   X(layer_norm, "y = γ ⊙ (x − μ)/√(σ² + ε) + β, per row (biased σ²)",                          \
     "x̄ = r(h − mean h − x̂ mean(h ⊙ x̂)), h = ȳ ⊙ γ, r = 1/√(σ²+ε); γ̄ = Σ ȳ ⊙ x̂; β̄ = Σ ȳ")        \
+  X(rms_norm, "y = γ ⊙ x/√(mean(x²) + ε), per row (RMSNorm)",                                      \
+    "x̄ = r(h − x̂ mean(h ⊙ x̂)), h = ȳ ⊙ γ, x̂ = x r, r = 1/√(mean(x²)+ε); γ̄ = Σ ȳ ⊙ x̂")            \
   X(l2_normalize, "y = x / max(‖x‖, ε), per row",                                               \
     "x̄ = (ȳ − y (y·ȳ)) / ‖x‖ if ‖x‖ > ε, else ȳ / ε")                                          \
   X(scale_norm, "y = g · x / max(‖x‖, ε), per row, scalar g",                                   \
@@ -51,6 +53,10 @@
     "v̄ = P'ᵀŌ; dS = P ⊙ (dP − rowsum(Ō ⊙ O)); ḡ = Σ dS ⊙ q̂k̂ᵀ; q̂̄ = g dS k̂, k̂̄ = g dSᵀq̂; q̄ = (q̂̄ − q̂(q̂·q̂̄))/‖q‖") \
   X(attention_scaled_dot, "per head: S = q kᵀ/√d + M, P = softmax(S), O = dropout(P) v",        \
     "v̄ = P'ᵀŌ; dS = P ⊙ (dP − rowsum(Ō ⊙ O)); q̄ = dS k/√d; k̄ = dSᵀ q/√d")                       \
+  X(attention_rms_qknorm, "per head: q̂ = γ_q ⊙ q/rms(q), k̂ likewise; S = q̂k̂ᵀ/√d + M; then as scaled_dot", \
+    "q̂̄, k̂̄ as scaled_dot's q̄, k̄; q̄ = rms_norm backward of q̂̄; γ̄_q = Σ q̂̄ ⊙ q/rms(q)")              \
+  X(attention_layer_qknorm, "per head: q̂ = γ_q ⊙ (q − μ)/σ + β_q, k̂ likewise; S = q̂k̂ᵀ/√d + M; then as scaled_dot", \
+    "q̂̄, k̂̄ as scaled_dot's q̄, k̄; q̄ = layer_norm backward of q̂̄; γ̄_q, β̄_q as layer_norm's")       \
   X(reshape, "y = x with another shape (shares storage)", "x̄ = reshape(ȳ, x.shape)")          \
   X(permute, "y = x with axes reordered (a copy)", "x̄ = permute(ȳ, inverse permutation)")     \
   X(transpose, "y = x with two axes swapped (a permute)", "x̄ = transpose(ȳ) (through permute)") \

@@ -88,6 +88,7 @@ Tensor softmax(const Tensor& x);      // stable; a row of all -inf gives zeros
 Tensor log_softmax(const Tensor& x);  // stable; a row of all -inf gives -inf
 // gamma, beta: [d] where d = x's last dim; biased variance, as in the LayerNorm paper.
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps = 1e-5);
+Tensor rms_norm(const Tensor& x, const Tensor& gamma, double eps = 1e-6);  // γ ⊙ x / √(mean(x²) + eps)
 Tensor l2_normalize(const Tensor& x, double eps = 1e-12);  // x / max(‖x‖, eps)
 Tensor scale_norm(const Tensor& x, const Tensor& g, double eps = 1e-5);  // g · x / max(‖x‖, eps)
 

@@ -94,6 +94,15 @@ TEST_CASE("fused layer_norm equals (x − mean) / sqrt(var + eps) * gamma + beta
                        {{2, 3, 8}, {8}, {8}}) < kTolerance);
 }
 
+TEST_CASE("fused rms_norm equals x / sqrt(mean(x²) + eps) * gamma", "[fused]") {
+  for (const double eps : {1e-6, 0.5}) {
+    INFO("eps " << eps);
+    CHECK(max_difference([&](const auto& x) { return rms_norm(x[0], x[1], eps); },
+                         [&](const auto& x) { return x[0] * rsqrt(mean(square(x[0]), -1, true) + eps) * x[1]; },
+                         {{2, 3, 8}, {8}}) < kTolerance);
+  }
+}
+
 TEST_CASE("fused l2_normalize and scale_norm equal x / norm(x) (times g)", "[fused]") {
   CHECK(max_difference([](const auto& x) { return l2_normalize(x[0]); },
                        [](const auto& x) { return x[0] / norm(x[0], -1, true); }, {{3, 5}}) < kTolerance);

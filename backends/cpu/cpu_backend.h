@@ -54,6 +54,9 @@ class CpuBackend final : public Backend {
   void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
                            const Tensor& rstd, const Tensor& dy, Tensor* dx, Tensor* dgamma,
                            Tensor* dbeta) override;
+  void rms_norm(const Tensor& x, const Tensor& gamma, double eps, Tensor& y, Tensor& rstd) override;
+  void rms_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& rstd, const Tensor& dy, Tensor* dx,
+                         Tensor* dgamma) override;
   void l2_normalize(const Tensor& x, double eps, Tensor& y, Tensor& norm) override;
   void l2_normalize_backward(const Tensor& y, const Tensor& norm, double eps, const Tensor& dy,
                              Tensor& dx) override;

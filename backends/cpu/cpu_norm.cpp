@@ -200,6 +200,81 @@ void CpuBackend::layer_norm_backward(const Tensor& x, const Tensor& gamma, const
   });
 }
 
+void CpuBackend::rms_norm(const Tensor& x, const Tensor& gamma, double eps, Tensor& y, Tensor& rstd) {
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const Rows dims = rows_of(x);
+    const int64_t rows = dims.rows, d = dims.d;
+    const T* in = x.data<T>();
+    const T* ga = gamma.data<T>();
+    T* out = y.data<T>();
+    T* rs = rstd.data<T>();
+#pragma omp parallel for schedule(static) if (rows * d >= kParallelGrain)
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* xr = in + r * d;
+      T s = 0;
+#pragma omp simd reduction(+ : s)
+      for (int64_t j = 0; j < d; ++j) s += xr[j] * xr[j];
+      const T inv = T(1) / std::sqrt(s / static_cast<T>(d) + static_cast<T>(eps));
+      rs[r] = inv;
+      T* yr = out + r * d;
+#pragma omp simd
+      for (int64_t j = 0; j < d; ++j) yr[j] = rows::rms_norm_value(xr[j], inv, ga[j]);
+    }
+  });
+}
+
+void CpuBackend::rms_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& rstd, const Tensor& dy,
+                                   Tensor* dx, Tensor* dgamma) {
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const Rows dims = rows_of(x);
+    const int64_t rows = dims.rows, d = dims.d;
+    const T* in = x.data<T>();
+    const T* ga = gamma.data<T>();
+    const T* rs = rstd.data<T>();
+    const T* g = dy.data<T>();
+    if (dx) {
+      // With x̂ = x·rstd and h = dy ⊙ γ:  dx = rstd · (h − x̂ · mean(h ⊙ x̂))
+      T* out = dx->data<T>();
+#pragma omp parallel for schedule(static) if (rows * d >= kParallelGrain)
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* xr = in + r * d;
+        const T* gr = g + r * d;
+        const T rstd_r = rs[r];
+        T mean_hx = 0;
+#pragma omp simd reduction(+ : mean_hx)
+        for (int64_t j = 0; j < d; ++j) mean_hx += gr[j] * ga[j] * xr[j] * rstd_r;
+        mean_hx /= static_cast<T>(d);
+        T* dr = out + r * d;
+#pragma omp simd
+        for (int64_t j = 0; j < d; ++j) dr[j] = rows::rms_norm_grad(xr[j], gr[j], ga[j], rstd_r, mean_hx);
+      }
+    }
+    if (dgamma) {
+      // dγ = Σ_rows dy ⊙ x̂: fixed blocks of rows summed in parallel, then the block sums in
+      // block order (the same result for any thread count), as layer_norm's.
+      constexpr int64_t kBlock = 32;
+      const int64_t blocks = (rows + kBlock - 1) / kBlock;
+      std::vector<T> part(static_cast<std::size_t>(blocks * d), T(0));
+#pragma omp parallel for schedule(static) if (rows * d >= kParallelGrain)
+      for (int64_t b = 0; b < blocks; ++b) {
+        T* pg = part.data() + b * d;
+        for (int64_t r = b * kBlock; r < std::min(rows, (b + 1) * kBlock); ++r) {
+#pragma omp simd
+          for (int64_t j = 0; j < d; ++j) pg[j] += g[r * d + j] * in[r * d + j] * rs[r];
+        }
+      }
+      T* dg = dgamma->data<T>();
+      for (int64_t j = 0; j < d; ++j) {
+        T sum = 0;
+        for (int64_t b = 0; b < blocks; ++b) sum += part[static_cast<std::size_t>(b * d + j)];
+        dg[j] = sum;
+      }
+    }
+  });
+}
+
 void CpuBackend::l2_normalize(const Tensor& x, double eps, Tensor& y, Tensor& norm) {
   dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);

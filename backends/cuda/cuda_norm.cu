@@ -195,6 +195,57 @@ __global__ void layer_norm_param_sum_kernel(const T* part_gamma, const T* part_b
   }
 }
 
+// ---- RMS norm ----
+
+// Per row: rstd = 1/√(Σ x² / d + eps), y = x · rstd · gamma. x, y as [rows, d]; gamma as [d];
+// rstd as [rows]. One block per row; the sum in T.
+template <typename T>
+__global__ void rms_norm_kernel(const T* x, const T* gamma, int64_t rows, int64_t d, T eps, T* y, T* rstd) {
+  __shared__ T shared[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* xr = x + r * d;
+    T* yr = y + r * d;
+    T s = 0;
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) s += xr[j] * xr[j];
+    s = block_sum(s, shared);
+    const T inv = T(1) / sqrt_of(s / static_cast<T>(d) + eps);
+    if (threadIdx.x == 0) rstd[r] = inv;
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) yr[j] = rows::rms_norm_value(xr[j], inv, gamma[j]);
+  }
+}
+
+// With x̂ = x·rstd and h = dy ⊙ gamma:  dx = rstd · (h − x̂ · mean(h ⊙ x̂)). One block per row.
+template <typename T>
+__global__ void rms_norm_dx_kernel(const T* x, const T* gamma, const T* rstd, const T* dy, int64_t rows,
+                                   int64_t d, T* dx) {
+  __shared__ T shared[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* xr = x + r * d;
+    const T* gr = dy + r * d;
+    T* dr = dx + r * d;
+    const T rstd_r = rstd[r];
+    T mean_hx = 0;
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) mean_hx += gr[j] * gamma[j] * xr[j] * rstd_r;
+    mean_hx = block_sum(mean_hx, shared) / static_cast<T>(d);
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) dr[j] = rows::rms_norm_grad(xr[j], gr[j], gamma[j], rstd_r, mean_hx);
+  }
+}
+
+// part[b, j] = Σ dy[r, j] · x[r, j] · rstd[r] over the rows r of block b (32 rows, in order), as
+// layer_norm_param_parts_kernel; then layer_norm_param_sum_kernel adds the blocks in order.
+template <typename T>
+__global__ void rms_norm_gamma_parts_kernel(const T* x, const T* rstd, const T* dy, int64_t rows, int64_t d,
+                                            int64_t blocks, T* part) {
+  const int64_t items = blocks * d;
+  for (int64_t item = cuda::first_index(); item < items; item += cuda::index_step()) {
+    const int64_t b = item / d, j = item % d;
+    const int64_t end = (b + 1) * kRowsPerPart < rows ? (b + 1) * kRowsPerPart : rows;
+    T sum = 0;
+    for (int64_t r = b * kRowsPerPart; r < end; ++r) sum += dy[r * d + j] * x[r * d + j] * rstd[r];
+    part[item] = sum;
+  }
+}
+
 // ---- l2 normalisation ----
 
 // norm = ‖x‖ = √(Σ x²), y = x / max(‖x‖, eps) per row (a NaN norm stays NaN, as std::max
@@ -301,6 +352,43 @@ void CudaBackend::layer_norm_backward(const Tensor& x, const Tensor& gamma, cons
       layer_norm_param_sum_kernel<T><<<grid_for(d), kThreads>>>(
           part_gamma.data<T>(), part_beta.data<T>(), d, blocks,
           dgamma ? dgamma->data<T>() : nullptr, dbeta ? dbeta->data<T>() : nullptr);
+      QKGRAD_CUDA_LAUNCHED();
+    }
+  });
+}
+
+void CudaBackend::rms_norm(const Tensor& x, const Tensor& gamma, double eps, Tensor& y, Tensor& rstd) {
+  const Rows dims = rows_of(x);
+  if (dims.rows == 0) return;
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    rms_norm_kernel<T><<<grid_for_rows(dims.rows), threads_for_row(dims.d)>>>(
+        x.data<T>(), gamma.data<T>(), dims.rows, dims.d, static_cast<T>(eps), y.data<T>(), rstd.data<T>());
+  });
+  QKGRAD_CUDA_LAUNCHED();
+}
+
+void CudaBackend::rms_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& rstd, const Tensor& dy,
+                                    Tensor* dx, Tensor* dgamma) {
+  const Rows dims = rows_of(x);
+  const int64_t rows = dims.rows, d = dims.d;
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if (dx && rows > 0) {
+      rms_norm_dx_kernel<T><<<grid_for_rows(rows), threads_for_row(d)>>>(
+          x.data<T>(), gamma.data<T>(), rstd.data<T>(), dy.data<T>(), rows, d, dx->data<T>());
+      QKGRAD_CUDA_LAUNCHED();
+    }
+    if (dgamma && d > 0) {  // as layer_norm's dgamma: blocks of 32 rows, then the blocks in order
+      const int64_t blocks = (rows + kRowsPerPart - 1) / kRowsPerPart;
+      Tensor part = Tensor::empty({std::max<int64_t>(1, blocks * d)}, x.dtype(), Device::cuda);
+      if (blocks > 0) {
+        rms_norm_gamma_parts_kernel<T><<<grid_for(blocks * d), kThreads>>>(x.data<T>(), rstd.data<T>(), dy.data<T>(), rows,
+                                                                          d, blocks, part.data<T>());
+        QKGRAD_CUDA_LAUNCHED();
+      }
+      layer_norm_param_sum_kernel<T><<<grid_for(d), kThreads>>>(part.data<T>(), part.data<T>(), d, blocks,
+                                                                dgamma->data<T>(), nullptr);
       QKGRAD_CUDA_LAUNCHED();
     }
   });

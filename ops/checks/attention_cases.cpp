@@ -1,4 +1,4 @@
-// Gradient-check cases for the fused attention op, both modes: cross-attention (Tq != Tk),
+// Gradient-check cases for the attention op, every mode: cross-attention (Tq != Tk),
 // padding masks, causal masks, H = 1 and H > 1, head sizes that are not a multiple of the SIMD
 // width, a per-head gain, attention dropout, and a batch entry with no visible key at all.
 #include "ops/checks/op_cases.h"
@@ -27,9 +27,61 @@ OpCase attention_case(const std::string& op, const std::string& name, int64_t B,
           }};
 }
 
+// rms_qknorm and layer_qknorm: inputs q, k, v, the query and key gains, and (layer) their
+// biases; each gain and bias [d] (shared by the heads) or [H, d] (per head).
+OpCase normalised_case(AttentionMode mode, const std::string& name, int64_t B, int64_t Tq, int64_t Tk, int64_t H,
+                       int64_t d, AttentionOptions o, bool per_head) {
+  o.heads = H;
+  o.mode = mode;
+  const bool layer = mode == AttentionMode::layer_qknorm;
+  const Shape p = per_head ? Shape{H, d} : Shape{d};
+  std::vector<InputSpec> inputs = {{{B, Tq, H * d}, InputDomain::normal},
+                                   {{B, Tk, H * d}, InputDomain::normal},
+                                   {{B, Tk, H * d}, InputDomain::normal},
+                                   {p, InputDomain::normal},
+                                   {p, InputDomain::normal}};
+  if (layer) {
+    inputs.push_back({p, InputDomain::normal});
+    inputs.push_back({p, InputDomain::normal});
+  }
+  const double dropout_p = o.dropout;
+  return {std::string("attention_") + attention_mode_name(mode), name, inputs, [o, layer, dropout_p](const std::vector<Tensor>& x) {
+            AttentionOptions opts = o;
+            Generator gen(29);  // the same dropout mask in every forward of the check
+            if (dropout_p > 0) opts.generator = &gen;
+            AttentionParams params;
+            params.q_gain = x[3] * 2.0;  // gains ~ N(0, 4): a softmax far from uniform
+            params.k_gain = x[4] * 2.0;
+            if (layer) {
+              params.q_bias = x[5];
+              params.k_bias = x[6];
+            }
+            return attention(x[0], x[1], x[2], params, opts).out;
+          }};
+}
+
 }  // namespace
 
 void add_attention_cases(std::vector<OpCase>& cases) {
+  for (AttentionMode mode : {AttentionMode::rms_qknorm, AttentionMode::layer_qknorm}) {
+    AttentionOptions plain;
+    cases.push_back(normalised_case(mode, "cross-attention B2 Tq3 Tk4 H2 d3, shared gains [d]", 2, 3, 4, 2, 3, plain, false));
+    AttentionOptions causal;
+    causal.causal = true;
+    causal.key_lengths = {3, 4};
+    cases.push_back(normalised_case(mode, "causal with padding, T4 H2 d3, gains per head [H, d]", 2, 4, 4, 2, 3, causal, true));
+    AttentionOptions dropped;
+    dropped.dropout = 0.3;
+    cases.push_back(normalised_case(mode, "attention dropout 0.3, T3 H2 d2", 1, 3, 3, 2, 2, dropped, false));
+    AttentionOptions empty_row;
+    empty_row.key_lengths = {0, 3};
+    cases.push_back(normalised_case(mode, "a batch entry with no visible key (output 0)", 2, 2, 3, 1, 4, empty_row, false));
+    AttentionOptions cached;  // the KV-cache path: only the first kv_length keys are used
+    cached.kv_length = 2;
+    cached.causal = true;
+    cached.query_offset = 1;
+    cases.push_back(normalised_case(mode, "kv_length 2 of 3 cached keys, query_offset 1", 1, 1, 3, 2, 3, cached, false));
+  }
   for (const std::string op : {"attention_qknorm", "attention_scaled_dot"}) {
     AttentionOptions plain;
     cases.push_back(attention_case(op, "cross-attention B2 Tq3 Tk4 H2 d3", 2, 3, 4, 2, 3, plain));

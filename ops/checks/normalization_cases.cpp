@@ -1,4 +1,4 @@
-// Gradient-check cases for softmax, log_softmax, layer_norm, l2_normalize and scale_norm.
+// Gradient-check cases for softmax, log_softmax, layer_norm, rms_norm, l2_normalize and scale_norm.
 #include "ops/checks/op_cases.h"
 #include "ops/ops.h"
 
@@ -23,6 +23,10 @@ void add_normalization_cases(std::vector<OpCase>& cases) {
   // A row whose norm is below eps takes the linear branch y = x / eps.
   cases.push_back({"l2_normalize", "[2, 3] of 0.01x, eps 0.5 (below eps)", {{{2, 3}, any}},
                    [weigh](const In& x) { return weigh(l2_normalize(x[0] * 0.01, 0.5)); }});
+  cases.push_back({"rms_norm", "[2, 3, 5] with gamma", {{{2, 3, 5}, any}, {{5}, any}},
+                   [weigh](const In& x) { return weigh(rms_norm(x[0], x[1], 1e-6)); }});
+  cases.push_back({"rms_norm", "[4, 2], large eps", {{{4, 2}, any}, {{2}, any}},
+                   [weigh](const In& x) { return weigh(rms_norm(x[0], x[1], 0.5)); }});
   cases.push_back({"scale_norm", "[2, 2, 4] with scalar g", {{{2, 2, 4}, any}, {{}, InputDomain::positive}},
                    [weigh](const In& x) { return weigh(scale_norm(x[0], x[1])); }});
   cases.push_back({"scale_norm", "[3, 3] with g [1]", {{{3, 3}, any}, {{1}, InputDomain::positive}},
