@@ -27,7 +27,7 @@ constexpr const char* kFormat = "qkgrad-checkpoint";
 constexpr int64_t kVersion = 1;
 
 std::string norm_name(NormType n) { return n == NormType::layer_norm ? "layer_norm" : "scale_norm"; }
-std::string mode_name(AttentionMode m) { return m == AttentionMode::qknorm ? "qknorm" : "scaled_dot"; }
+std::string mode_name(AttentionMode m) { return attention_mode_name(m); }
 
 std::string new_checkpoint_id() {
   std::random_device rd;
@@ -237,9 +237,10 @@ TransformerConfig config_from_json(const Json& json, const std::string& source) 
     c.decoder_layers = j.integer("decoder_layers");
     const std::string norm = j.string("norm"), mode = j.string("attention");
     QKGRAD_CHECK(norm == "layer_norm" || norm == "scale_norm", "\"norm\" must be \"layer_norm\" or \"scale_norm\", got \"", norm, "\"");
-    QKGRAD_CHECK(mode == "qknorm" || mode == "scaled_dot", "\"attention\" must be \"qknorm\" or \"scaled_dot\", got \"", mode, "\"");
+    QKGRAD_CHECK(mode == "qknorm" || mode == "scaled_dot" || mode == "rms_qknorm" || mode == "layer_qknorm",
+                 "\"attention\" must be \"qknorm\", \"scaled_dot\", \"rms_qknorm\" or \"layer_qknorm\", got \"", mode, "\"");
     c.norm = norm == "layer_norm" ? NormType::layer_norm : NormType::scale_norm;
-    c.attention = mode == "qknorm" ? AttentionMode::qknorm : AttentionMode::scaled_dot;
+    c.attention = attention_mode_from_name(mode);
     c.per_head_g = j.boolean("per_head_g");
     c.qknorm_length = j.number("qknorm_length");
     c.fixnorm = j.boolean("fixnorm");

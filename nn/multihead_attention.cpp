@@ -28,6 +28,29 @@ MultiHeadAttention::MultiHeadAttention(const AttentionConfig& c, const InitConte
     g = c.per_head_g ? init.full({c.heads}, g0) : init.full({}, g0);
     register_parameter("g", g);
   }
+  if (normalises_heads(c.mode)) {
+    const int64_t d = c.dim / c.heads;
+    const Shape shape = c.per_head_g ? Shape{c.heads, d} : Shape{d};
+    q_gain = init.full(shape, 1.0);
+    k_gain = init.full(shape, 1.0);
+    register_parameter("q_norm.gamma", q_gain);
+    register_parameter("k_norm.gamma", k_gain);
+    if (c.mode == AttentionMode::layer_qknorm) {
+      q_bias = init.full(shape, 0.0);
+      k_bias = init.full(shape, 0.0);
+      register_parameter("q_norm.beta", q_bias);
+      register_parameter("k_norm.beta", k_bias);
+    }
+  }
+}
+
+AttentionParams MultiHeadAttention::params() const {
+  AttentionParams p(g);
+  p.q_gain = q_gain;
+  p.k_gain = k_gain;
+  p.q_bias = q_bias;
+  p.k_bias = k_bias;
+  return p;
 }
 
 AttentionOptions MultiHeadAttention::options(const std::vector<int64_t>& key_lengths, bool causal,
@@ -49,7 +72,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x_q, const Tensor& x_kv,
   const Tensor q = q_proj.forward(x_q);   // [B, Tq, D]
   const Tensor k = k_proj.forward(x_kv);  // [B, Tk, D]
   const Tensor v = v_proj.forward(x_kv);  // [B, Tk, D]
-  const AttentionOutput a = attention(q, k, v, g, options(key_lengths, causal, gen));
+  const AttentionOutput a = attention(q, k, v, params(), options(key_lengths, causal, gen));
   if (record_probs) last_probs = a.probs;
   return out_proj.forward(a.out);
 }
@@ -57,7 +80,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x_q, const Tensor& x_kv,
 Tensor MultiHeadAttention::forward_step(const Tensor& x_step, KVCache& cache, Generator& gen) const {
   cache.append(k_proj.forward(x_step), v_proj.forward(x_step));
   const Tensor q = q_proj.forward(x_step);  // [B, t, D]
-  return out_proj.forward(attention_step(q, cache, g, options({}, true, gen)).out);
+  return out_proj.forward(attention_step(q, cache, params(), options({}, true, gen)).out);
 }
 
 MultiHeadAttention::Memory MultiHeadAttention::project_memory(const Tensor& memory,
@@ -67,7 +90,7 @@ MultiHeadAttention::Memory MultiHeadAttention::project_memory(const Tensor& memo
 
 Tensor MultiHeadAttention::forward_memory(const Tensor& x_q, const Memory& m, Generator& gen) const {
   const Tensor q = q_proj.forward(x_q);
-  const AttentionOutput a = attention(q, m.k, m.v, g, options(m.key_lengths, false, gen));
+  const AttentionOutput a = attention(q, m.k, m.v, params(), options(m.key_lengths, false, gen));
   if (record_probs) last_probs = a.probs;
   return out_proj.forward(a.out);
 }

@@ -4,7 +4,8 @@
 //   o = attention(q, k, v, g)  (QKNorm or scaled dot-product, heads split inside the kernel)
 //   y = o W_oᵀ + b_o
 // Projections are N(0, 2/(5D)) with zero biases (the paper's initialisation). For QKNorm the
-// module owns the learnable gain g, initialised to log2(L² − L) from the length statistic L.
+// module owns the learnable gain g, initialised to log2(L² − L) from the length statistic L;
+// for rms_qknorm and layer_qknorm the gains (1) and biases (0) of its query and key norms.
 #pragma once
 
 #include <vector>
@@ -20,7 +21,8 @@ struct AttentionConfig {
   int64_t heads = 8;
   AttentionMode mode = AttentionMode::qknorm;
   double qknorm_length = 72;  // L: g₀ = log2(L² − L)
-  bool per_head_g = false;    // one g per head instead of one per module (not in the paper)
+  bool per_head_g = false;    // one g per head instead of one per module (not in the paper); for
+                              // rms_qknorm / layer_qknorm: gains (and biases) [H, d] instead of [d]
   double dropout = 0.0;       // on the attention probabilities
 };
 
@@ -52,9 +54,16 @@ class MultiHeadAttention : public Module {
   bool record_probs = false;
   mutable Tensor last_probs;
 
+  // The attention op's parameters of this module's mode.
+  AttentionParams params() const;
+
   AttentionConfig config;
   Linear q_proj, k_proj, v_proj, out_proj;
   Tensor g;  // [] (or [H] with per_head_g); QKNorm only
+  // rms_qknorm and layer_qknorm: the query and key norms' gains, initialised to 1, and (layer
+  // only) biases, initialised to 0; each [d] (or [H, d] with per_head_g). Checkpoint names:
+  // q_norm.gamma, k_norm.gamma, q_norm.beta, k_norm.beta.
+  Tensor q_gain, k_gain, q_bias, k_bias;
 };
 
 }  // namespace qkgrad

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <fstream>
 
 #include "core/autograd.h"
@@ -110,6 +111,38 @@ TEST_CASE("save then load gives a model with identical outputs", "[checkpoint]")
   NoGradGuard no_grad;
   CHECK(a.forward(batch.src, batch.src_lengths, batch.tgt_in, batch.tgt_lengths).to_vector() ==
         b.forward(batch.src, batch.src_lengths, batch.tgt_in, batch.tgt_lengths).to_vector());
+}
+
+TEST_CASE("rms_qknorm and layer_qknorm checkpoints name the norms' parameters, round-trip, and refuse another mode",
+          "[checkpoint]") {
+  for (const bool per_head : {false, true}) {
+    for (AttentionMode mode : {AttentionMode::rms_qknorm, AttentionMode::layer_qknorm}) {
+      INFO(attention_mode_name(mode) << (per_head ? ", per head" : ", shared"));
+      TempDir tmp;
+      TransformerConfig c = small_config(mode);
+      c.per_head_g = per_head;
+      Run run(c);
+      run.train(3);  // the gains and biases move away from 1 and 0
+      save_checkpoint(tmp / "ckpt", run.model, nullptr);
+      std::map<std::string, Shape> shapes;
+      for (const auto& [name, t] : run.model.named_parameters()) shapes[name] = t.shape();
+      CHECK(static_cast<int64_t>(run.model.parameter_count()) == c.parameter_count());
+      const Shape expected = per_head ? Shape{2, 8} : Shape{8};  // d = 16 / 2
+      CHECK(shapes.at("decoder.layers.0.cross_attn.q_norm.gamma") == expected);
+      CHECK(shapes.at("encoder.layers.1.self_attn.k_norm.gamma") == expected);
+      CHECK(shapes.count("encoder.layers.0.self_attn.q_norm.beta") == (mode == AttentionMode::layer_qknorm ? 1u : 0u));
+      CHECK(shapes.count("encoder.layers.0.self_attn.g") == 0);
+      const TransformerConfig loaded = load_checkpoint_config(tmp / "ckpt");
+      CHECK(loaded.attention == mode);
+      Seq2SeqTransformer b(loaded);
+      load_model_weights(tmp / "ckpt", b);
+      CHECK(weights(run.model) == weights(b));
+      TransformerConfig other = c;
+      other.attention = mode == AttentionMode::rms_qknorm ? AttentionMode::layer_qknorm : AttentionMode::rms_qknorm;
+      Seq2SeqTransformer wrong(other);
+      CHECK_THROWS_WITH(load_model_weights(tmp / "ckpt", wrong), Contains(std::string("attention ") + attention_mode_name(mode)));
+    }
+  }
 }
 
 TEST_CASE("exact resume: k steps + save + load + the rest equals all steps straight, bit for bit", "[checkpoint]") {

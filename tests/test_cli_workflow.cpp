@@ -122,7 +122,7 @@ TEST_CASE("workflow: --config FILE (TOML or options.json) with the keys of optio
   refused("layers = 2.5\n", ":1: 'layers' must be an integer, got '2.5'");
   refused("[model]\nlayers = 2\n", ":2: 'layers' is in the section [model]");
   refused("layers = 0\n", ": 'layers' must be between 1 and 64, got 0");
-  refused("attention = \"qk\"\n", ": 'attention' must be one of qknorm, scaled_dot, got \"qk\"");
+  refused("attention = \"qk\"\n", ": 'attention' must be one of qknorm, scaled_dot, rms_qknorm, layer_qknorm, got \"qk\"");
   r = run("train --config " + tmp / "missing.toml" + " --run " + tmp / "bad");
   CHECK(r.status == 1);
   CHECK_THAT(r.output, Contains("--config " + tmp / "missing.toml" + ": no such file"));
@@ -483,6 +483,31 @@ TEST_CASE("workflow: curves put train and dev loss on one panel, mark the best c
     } else {
       CHECK_THAT(svg, !Contains("QKNorm gain g"));
     }
+  }
+}
+
+TEST_CASE("workflow: train --attn rms_qknorm and layer_qknorm train, resume, translate and evaluate", "[cli][workflow]") {
+  TempDir tmp;
+  write_corpus(tmp.path, 200);
+  for (const char* attn : {"rms_qknorm", "layer_qknorm"}) {
+    INFO(attn);
+    const std::string run_dir = tmp / attn;
+    Result r = train_tiny(tmp, run_dir, std::string("--attn ") + attn + " --max-steps 6 --eval-every 100000");
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    CHECK_THAT(r.output, Contains(std::string(attn) + " attention"));
+    CHECK(options_of(run_dir).at("attention") == attn);
+    r = run("train --run " + run_dir + " --resume --max-steps 9 --threads 1");
+    CHECK(r.status == 0);
+    CHECK(last_step(run_dir) == 9);
+    r = run("train --run " + run_dir + " --resume --attn qknorm");  // what defines the model stays
+    CHECK(r.status == 1);
+    CHECK_THAT(r.output, Contains("attention"));
+    r = run("translate --run " + run_dir + " --input " + tmp / "test.es" + " --beam 1");
+    CHECK(r.status == 0);
+    r = run("eval --run " + run_dir + " --beam 1");
+    CHECK(r.status == 0);
+    CHECK_THAT(r.output, Contains("BLEU = "));
   }
 }
 

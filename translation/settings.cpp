@@ -102,7 +102,7 @@ void for_each_setting(Settings& s, Visit&& visit) {
   visit("tgt", s.tgt, Resume::fixed, Allowed{0, 0, kAnyText});
   visit("max_length", s.max_length, Resume::fixed, Allowed{1, 100000, {}});
   visit("preset", s.preset, Resume::fixed, Allowed{0, 0, kPresets});
-  visit("attention", s.attention, Resume::fixed, Allowed{0, 0, {"qknorm", "scaled_dot"}});
+  visit("attention", s.attention, Resume::fixed, Allowed{0, 0, {"qknorm", "scaled_dot", "rms_qknorm", "layer_qknorm"}});
   visit("norm", s.norm, Resume::fixed, Allowed{0, 0, {"layer_norm", "scale_norm"}});
   visit("layers", s.layers, Resume::fixed, Allowed{1, 64, {}});
   visit("d_model", s.d_model, Resume::fixed, Allowed{2, 16384, {}});
@@ -345,7 +345,7 @@ TransformerConfig model_config(const RunSettings& s, int64_t vocab, const std::s
   c.heads = s.heads;
   c.ffn = s.ffn;
   c.encoder_layers = c.decoder_layers = s.layers;
-  c.attention = s.attention == "qknorm" ? AttentionMode::qknorm : AttentionMode::scaled_dot;
+  c.attention = attention_mode_from_name(s.attention);
   c.norm = s.norm == "layer_norm" ? NormType::layer_norm : NormType::scale_norm;
   c.qknorm_length = std::max(L, 2.0);
   c.per_head_g = s.qknorm_gain == "per_head";

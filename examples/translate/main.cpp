@@ -206,6 +206,17 @@ void infer_languages(RunSettings& s, bool src_given, bool tgt_given) {
                        langs.size() == 2 ? cat(" (e.g. --src ", langs[0], " --tgt ", langs[1], ")") : std::string()));
 }
 
+// "QKNorm", "scaled dot-product", "RMS QK-norm", "LayerNorm QK-norm": for titles.
+const char* mode_title(AttentionMode mode) {
+  switch (mode) {
+    case AttentionMode::qknorm: return "QKNorm";
+    case AttentionMode::scaled_dot: return "scaled dot-product";
+    case AttentionMode::rms_qknorm: return "RMS QK-norm";
+    case AttentionMode::layer_qknorm: return "LayerNorm QK-norm";
+  }
+  return "?";
+}
+
 // The job's communicator, made by main() for `train`: MPI under mpirun, else one process.
 distributed::Communicator* g_comm = nullptr;
 
@@ -243,9 +254,9 @@ int cmd_train(int argc, char** argv) {
       return args.option(flag, help, target, static_cast<int64_t>(allowed.min), static_cast<int64_t>(allowed.max));
     }
   };
-  setting("attn", "attention", "attention", &s.attention);
+  setting("attn", "attention", "attention: qknorm (the paper), scaled_dot, rms_qknorm (RMSNorm of each head's q and k, learned gains: OLMo 2, Qwen 3) or layer_qknorm (LayerNorm per head: ViT-22B)", &s.attention);
   setting("norm", "norm", "normalisation", &s.norm);
-  setting("qknorm-gain", "qknorm_gain", "QKNorm's learned g: one per attention module (the paper) or one per head", &s.qknorm_gain);
+  setting("qknorm-gain", "qknorm_gain", "QKNorm's learned g: one per attention module (the paper) or one per head (rms_qknorm, layer_qknorm: the norms' gains [d] shared by the heads, or [H, d])", &s.qknorm_gain);
   setting("fixnorm", "fixnorm", "FixNorm: the tied embeddings at unit length (the paper) or not", &s.fixnorm);
   setting("dtype", "dtype", "float type of the model: f32, or f64 (several times slower; for exact cross-checks)", &s.dtype);
   setting("preset", "preset", "model size and recipe (the defaults below are its values)", &s.preset);
@@ -618,7 +629,7 @@ int cmd_attention(int argc, char** argv) {
     cross.push_back(&layer->cross_attn);
   }
   const int64_t heads = model.config().heads;
-  const std::string mode = model.config().attention == AttentionMode::qknorm ? "QKNorm" : "scaled dot-product";
+  const std::string mode = mode_title(model.config().attention);
   const int columns = static_cast<int>(heads);
   svg::write_svg(out + "-encoder.svg", svg::heatmap_grid(mode + " encoder self-attention", maps_of("encoder", enc, src_labels, src_labels),
                                                          columns, "rows and columns: source tokens"));
@@ -670,7 +681,7 @@ int cmd_attention_stats(int argc, char** argv) {
   const auto stats = attention_statistics(*m.model, pairs, batch_tokens);
   std::printf("%s %s: %zu sentence pairs (teacher-forced)%s; %s attention\n", split.c_str(), m.checkpoint.c_str(),
               pairs.size(), skipped ? cat(", ", skipped, " too long skipped").c_str() : "",
-              m.model->config().attention == AttentionMode::qknorm ? "QKNorm" : "scaled dot-product");
+              mode_title(m.model->config().attention));
   std::printf("%-30s %10s %9s %10s %9s %9s %8s\n", "module", "rows", "entropy", "normalised", "max prob", "saturated",
               "g");
   for (const auto& s : stats) {
