@@ -420,6 +420,10 @@ std::vector<OpCase> large_cases() {
   c.push_back({"layer_norm", "[2000, 64] (dgamma sums 2000 rows)",
                {{{2000, 64}, any}, {{64}, any}, {{64}, any}},
                [](const In& x) { return layer_norm(x[0] * 2.0 + 1.0, x[1], x[2], 1e-5); }});
+  c.push_back({"rms_norm", "[6, 3000] with gamma", {{{6, 3000}, any}, {{3000}, any}},
+               [](const In& x) { return rms_norm(x[0], x[1], 1e-6); }});
+  c.push_back({"rms_norm", "[2000, 64] (dgamma sums 2000 rows)", {{{2000, 64}, any}, {{64}, any}},
+               [](const In& x) { return rms_norm(x[0] * 2.0 + 1.0, x[1], 1e-6); }});
   c.push_back({"l2_normalize", "[5, 4000]", {{{5, 4000}, any}},
                [](const In& x) { return l2_normalize(x[0]); }});
   c.push_back({"scale_norm", "[3, 4000] with g []", {{{3, 4000}, any}, {{}, pos}},
@@ -585,9 +589,7 @@ TEST_CASE("cuda: NaN and infinity propagate as on the CPU (forward)", "[cuda]") 
 
 namespace {
 
-const char* mode_name(AttentionMode mode) {
-  return mode == AttentionMode::qknorm ? "qknorm" : "scaled_dot";
-}
+const char* mode_name(AttentionMode mode) { return attention_mode_name(mode); }
 
 struct AttentionCase {
   std::string name;
@@ -1174,6 +1176,10 @@ TEST_CASE("cuda: the Transformer trained 5 steps on the GPU matches the CPU (dro
     for (NormType norm : {NormType::layer_norm, NormType::scale_norm}) {
       compare_training(small_config(mode, norm, DType::f32));
     }
+  }
+  // Today's QK-norm forms: per-head RMSNorm / LayerNorm (the fused row ops) before the kernel.
+  for (AttentionMode mode : {AttentionMode::rms_qknorm, AttentionMode::layer_qknorm}) {
+    compare_training(small_config(mode, NormType::layer_norm, DType::f32));
   }
   compare_training(small_config(AttentionMode::qknorm, NormType::layer_norm, DType::f64));
 }
