@@ -122,7 +122,7 @@ void write_inputs(const TempDir& dir, Seq2SeqTransformer& model) {
 }
 
 std::string describe_config(const TransformerConfig& c) {
-  return std::string(dtype_name(c.dtype)) + ", " + (c.attention == AttentionMode::qknorm ? "qknorm" : "scaled_dot") +
+  return std::string(dtype_name(c.dtype)) + ", " + attention_mode_name(c.attention) +
          ", " + (c.norm == NormType::layer_norm ? "layer_norm" : "scale_norm") + (c.per_head_g ? ", per-head g" : "");
 }
 
@@ -134,9 +134,11 @@ TEST_CASE("PyTorch recomputes qkgrad's loss and every gradient from the checkpoi
     return;
   }
   for (DType dtype : {DType::f64, DType::f32}) {
-    for (AttentionMode attention : {AttentionMode::qknorm, AttentionMode::scaled_dot}) {
+    for (AttentionMode attention :
+         {AttentionMode::qknorm, AttentionMode::scaled_dot, AttentionMode::rms_qknorm, AttentionMode::layer_qknorm}) {
       for (NormType norm : {NormType::layer_norm, NormType::scale_norm}) {
-        const bool per_head_g = attention == AttentionMode::qknorm && norm == NormType::scale_norm;
+        // Per-head parameters in one of the two norms of every mode that has them.
+        const bool per_head_g = attention != AttentionMode::scaled_dot && norm == NormType::scale_norm;
         const TransformerConfig config = tiny_config(dtype, attention, norm, per_head_g);
         INFO(describe_config(config));
         TempDir dir;

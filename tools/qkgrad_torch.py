@@ -56,7 +56,7 @@ from torch import nn
 
 LAYER_NORM_EPS = 1e-5  # nn/layers.cpp: LayerNorm and ScaleNorm
 SCALE_NORM_EPS = 1e-5
-QKNORM_EPS = 1e-6      # ops/attention.h: the l2 normalisation of q and k
+QKNORM_EPS = 1e-6      # ops/attention.h: the l2 normalisation of q and k (and the eps of rms_qknorm / layer_qknorm)
 FIXNORM_EPS = 1e-12    # nn/layers.cpp: the l2 normalisation of the embedding rows
 
 
@@ -72,8 +72,9 @@ class ModelConfig:
     encoder_layers: int
     decoder_layers: int
     norm: str = "layer_norm"       # "layer_norm" or "scale_norm"
-    attention: str = "qknorm"      # "qknorm" or "scaled_dot"
-    per_head_g: bool = False       # QKNorm: one gain per head ([H]) instead of one per module ([])
+    attention: str = "qknorm"      # "qknorm", "scaled_dot", "rms_qknorm" or "layer_qknorm"
+    per_head_g: bool = False       # QKNorm: one gain per head ([H]) instead of one per module ([]);
+                                   # rms_qknorm / layer_qknorm: the norms' gains and biases [H, d], not [d]
     fixnorm: bool = True           # l2-normalised embedding rows, for the inputs and the tied logits
     g_init: float = 1.0            # QKNorm's initial gain (qkgrad: log2(L² − L))
     dropout: float = 0.0           # embeddings and every residual branch
@@ -87,7 +88,7 @@ class ModelConfig:
     def __post_init__(self):
         if self.norm not in ("layer_norm", "scale_norm"):
             raise ValueError(f"unknown norm {self.norm!r}")
-        if self.attention not in ("qknorm", "scaled_dot"):
+        if self.attention not in ("qknorm", "scaled_dot", "rms_qknorm", "layer_qknorm"):
             raise ValueError(f"unknown attention {self.attention!r}")
         if self.ops not in ("composed", "library"):
             raise ValueError(f"unknown ops {self.ops!r}: 'composed' or 'library'")
@@ -190,10 +191,32 @@ def attend(q, k, v, g, qknorm, hidden, ops, zero_empty_rows=False, p_dropout=0.0
     return dropout(p, p_dropout, training) @ v
 
 
+class HeadNorm(nn.Module):
+    """rms_qknorm's and layer_qknorm's norm of each head's rows x [B, H, T, d] (ops/attention.h):
+    γ ⊙ x / √(mean(x²) + ε), or γ ⊙ (x − μ) / √(σ² + ε) + β (biased σ²), ε = 1e-6; γ and β are [d]
+    (shared by the heads) or [H, d] (per_head_g), named gamma and beta as in docs/checkpoint.md."""
+
+    def __init__(self, cfg, with_bias):
+        super().__init__()
+        d = cfg.d_model // cfg.heads
+        shape = (cfg.heads, d) if cfg.per_head_g else (d,)
+        self.gamma = nn.Parameter(torch.ones(shape))
+        self.beta = nn.Parameter(torch.zeros(shape)) if with_bias else None
+
+    def forward(self, x):
+        per_row = (lambda p: p[:, None, :]) if self.gamma.dim() == 2 else (lambda p: p)  # [H, d] -> [H, 1, d]
+        if self.beta is None:
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + QKNORM_EPS) * per_row(self.gamma)
+        c = x - x.mean(-1, keepdim=True)
+        return c * torch.rsqrt(c.pow(2).mean(-1, keepdim=True) + QKNORM_EPS) * per_row(self.gamma) + per_row(self.beta)
+
+
 class MultiHeadAttention(nn.Module):
     """Four projections around attend() (nn/multihead_attention.h): y = attend(a W_qᵀ, m W_kᵀ, m W_vᵀ) W_oᵀ.
 
-    The QKNorm gain g is [] (or [H] with per_head_g); scaled dot-product attention has none.
+    The QKNorm gain g is [] (or [H] with per_head_g); rms_qknorm and layer_qknorm normalise each
+    head's q and k (q_norm, k_norm: HeadNorm) and then attend as scaled dot-product; scaled
+    dot-product attention has no parameters of its own.
     """
 
     def __init__(self, cfg):
@@ -205,6 +228,10 @@ class MultiHeadAttention(nn.Module):
         self.q_proj, self.k_proj, self.v_proj, self.out_proj = (nn.Linear(d, d) for _ in range(4))
         if self.qknorm:
             self.g = nn.Parameter(torch.full((cfg.heads,), cfg.g_init) if cfg.per_head_g else torch.tensor(cfg.g_init))
+        self.head_norms = cfg.attention in ("rms_qknorm", "layer_qknorm")
+        if self.head_norms:
+            self.q_norm = HeadNorm(cfg, cfg.attention == "layer_qknorm")
+            self.k_norm = HeadNorm(cfg, cfg.attention == "layer_qknorm")
 
     def split_heads(self, x):  # [B, T, H·d] -> [B, H, T, d]
         b, t, _ = x.shape
@@ -212,8 +239,10 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, a, m, hidden):  # a [B, Tq, D] attends to m [B, Tk, D]; hidden: True = masked
         b, tq = a.shape[0], a.shape[1]
-        o = attend(self.split_heads(self.q_proj(a)), self.split_heads(self.k_proj(m)),
-                   self.split_heads(self.v_proj(m)), self.g if self.qknorm else None, self.qknorm, hidden,
+        q, k = self.split_heads(self.q_proj(a)), self.split_heads(self.k_proj(m))
+        if self.head_norms:
+            q, k = self.q_norm(q), self.k_norm(k)
+        o = attend(q, k, self.split_heads(self.v_proj(m)), self.g if self.qknorm else None, self.qknorm, hidden,
                    self.cfg.ops, self.cfg.zero_empty_rows, self.cfg.attention_dropout, self.training)
         return self.out_proj(o.transpose(1, 2).reshape(b, tq, -1))  # the heads side by side again
 

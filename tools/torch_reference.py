@@ -137,7 +137,7 @@ def read_config(directory):
             raise InputError(f"{path}: \"{key}\" must be a positive integer, got {model[key]!r}")
     if model["norm"] not in ("layer_norm", "scale_norm"):
         raise InputError(f"{path}: unknown norm \"{model['norm']}\"")
-    if model["attention"] not in ("qknorm", "scaled_dot"):
+    if model["attention"] not in ("qknorm", "scaled_dot", "rms_qknorm", "layer_qknorm"):
         raise InputError(f"{path}: unknown attention \"{model['attention']}\"")
     if model["d_model"] % model["heads"] != 0:
         raise InputError(f"{path}: d_model {model['d_model']} is not divisible by heads {model['heads']}")
