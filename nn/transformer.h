@@ -107,7 +107,8 @@ class Seq2SeqTransformer : public Module {
   const TransformerConfig& config() const { return config_; }
   // The dropout stream. Its offset is part of the trainer state (exact resume).
   Generator& dropout_generator() { return dropout_gen_; }
-  // The QKNorm gains of every attention module, by parameter name (empty for scaled_dot).
+  // The learned gains of every attention module, by parameter name: QKNorm's g, or the query and
+  // key norms' γ (q_norm.gamma, k_norm.gamma) of rms_qknorm and layer_qknorm; empty for scaled_dot.
   std::vector<NamedTensor> attention_gains() const;
 
  private:

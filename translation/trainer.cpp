@@ -222,7 +222,7 @@ std::string gain_series_name(const std::string& parameter) {
     const std::size_t end = std::min(parameter.find('.', start), parameter.size());
     std::string part = parameter.substr(start, end - start);
     if (part.size() > 5 && part.compare(part.size() - 5, 5, "_attn") == 0) part.resize(part.size() - 5);
-    if (part != "layers" && part != "g" && !part.empty()) words.push_back(part);
+    if (part != "layers" && part != "g" && part != "gamma" && !part.empty()) words.push_back(part);
     start = end + 1;
   }
   return join(words, " ");
@@ -239,7 +239,8 @@ std::optional<std::pair<double, double>> best_point(const History& h, const std:
 }
 
 // curves.svg: train and dev loss on one panel (to see overfitting), dev BLEU and chrF with the
-// point checkpoints/best was saved at, the learning rate, and QKNorm's gains (QKNorm runs only).
+// point checkpoints/best was saved at, the learning rate, and the attention modules' learned
+// gains (QKNorm's g, or the mean of each q_norm/k_norm γ; none for scaled dot-product).
 void write_curves(const RunDir& run, const History& h, const std::string& title, const std::string& best_metric) {
   std::vector<svg::Panel> panels;
   svg::Panel loss{"loss per target token (dev without label smoothing)", "step", "loss",
@@ -253,7 +254,10 @@ void write_curves(const RunDir& run, const History& h, const std::string& title,
   panels.push_back(scores);
   panels.push_back({"learning rate", "step", "lr", {{"lr", h.lr}}});
   if (!h.gains.empty()) {
-    svg::Panel gains{"QKNorm gain g of each attention module", "step", "g", {}};
+    const std::string& first = h.gains.begin()->first;  // "...self_attn.g" or "...self_attn.q_norm.gamma"
+    const bool qknorm = first.size() >= 2 && first.substr(first.size() - 2) == ".g";
+    svg::Panel gains{qknorm ? "QKNorm gain g of each attention module" : "QK-norm gains: mean of each γ over its dimensions",
+                     "step", qknorm ? "g" : "mean γ", {}};
     for (const auto& [name, points] : h.gains) gains.series.push_back({gain_series_name(name), points});
     panels.push_back(gains);
   }
