@@ -15,6 +15,9 @@ import statistics
 import sys
 
 
+MODES = ("qknorm", "scaled_dot", "rms_qknorm", "layer_qknorm")  # ops/attention.h's attention modes
+
+
 def read_jsonl(path):
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
@@ -28,6 +31,11 @@ def load_run(path):
     evals = [m for m in metrics if "dev_bleu" in m]
     logs = [m for m in metrics if "train_loss" in m]
     run["best_dev_bleu"] = max((m["dev_bleu"] for m in evals), default=float("nan"))
+    # Where it converged: the epoch of the best dev BLEU (the first such evaluation, as the
+    # trainer keeps the first best), from the nearest log line at or before its step.
+    best_step = next((m["step"] for m in evals if m["dev_bleu"] == run["best_dev_bleu"]), None)
+    epochs = [m for m in logs if "epoch" in m and best_step is not None and m["step"] <= best_step]
+    run["best_epoch"] = epochs[-1]["epoch"] if epochs else None
     run["steps"] = max((m["step"] for m in metrics if "step" in m), default=0)
     run["elapsed_s"] = max((m["elapsed_s"] for m in metrics if "elapsed_s" in m), default=0.0)
     run["g_first"] = logs[0].get("g", {}) if logs else {}
@@ -52,22 +60,24 @@ def fmt(x, digits=2):
 def main(root, name):
     runs = {}
     for entry in sorted(os.listdir(root)):
-        m = re.fullmatch(r"(qknorm|scaled_dot)-seed(\d+)", entry)
+        m = re.fullmatch(r"(" + "|".join(MODES) + r")-seed(\d+)", entry)
         if m and os.path.exists(os.path.join(root, entry, "test.json")):
             runs.setdefault(m.group(1), []).append((int(m.group(2)), load_run(os.path.join(root, entry))))
     if not runs:
         sys.exit(f"error: no finished runs (MODE-seedN/test.json) under {root}")
-    out = [f"# {name}: QKNorm vs scaled dot-product attention\n"]
+    present = [m for m in MODES if m in runs]
+    out = [f"# {name}: " + ", ".join(present) + " attention\n"]
     out.append("## Test set (best dev checkpoint, beam 4, α 0.6)\n")
-    out.append("| attention | seed | test BLEU | chrF | best dev BLEU | steps | training time |")
-    out.append("|---|--:|--:|--:|--:|--:|--:|")
-    for mode in ("qknorm", "scaled_dot"):
+    out.append("| attention | seed | test BLEU | chrF | best dev BLEU | at epoch | steps | training time |")
+    out.append("|---|--:|--:|--:|--:|--:|--:|--:|")
+    for mode in present:
         for seed, r in sorted(runs.get(mode, [])):
             out.append(f"| {mode} | {seed} | {fmt(r['bleu'])} | {fmt(r['chrf'], 1)} | {fmt(r['best_dev_bleu'])} | "
-                       f"{r['steps']} | {r['elapsed_s'] / 60:.0f} min |")
+                       f"{r['best_epoch'] if r['best_epoch'] is not None else 'n/a'} | {r['steps']} | "
+                       f"{r['elapsed_s'] / 60:.0f} min |")
     out.append("")
     summary = {}
-    for mode in ("qknorm", "scaled_dot"):
+    for mode in present:
         bleus = [r["bleu"] for _, r in runs.get(mode, [])]
         chrfs = [r["chrf"] for _, r in runs.get(mode, [])]
         summary[mode] = (mean_sd(bleus), mean_sd(chrfs), bleus)
@@ -78,9 +88,9 @@ def main(root, name):
             out.append(f"| {mode} | {len(bleus)} | {fmt(bm)} ± {fmt(bs)} ({fmt(min(bleus))}–{fmt(max(bleus))}) | "
                        f"{fmt(cm, 1)} ± {fmt(cs, 1)} |")
     out.append("")
-    if all(summary[m][2] for m in summary):
+    if "qknorm" in summary and "scaled_dot" in summary:
         diff = summary["qknorm"][0][0] - summary["scaled_dot"][0][0]
-        spread = max(max(b) - min(b) for _, _, b in summary.values())
+        spread = max(max(b) - min(b) for _, _, b in (summary["qknorm"], summary["scaled_dot"]))
         lo_q, hi_s = min(summary["qknorm"][2]), max(summary["scaled_dot"][2])
         hi_q, lo_s = max(summary["qknorm"][2]), min(summary["scaled_dot"][2])
         if lo_q > hi_s:
@@ -91,9 +101,27 @@ def main(root, name):
             verdict = "the two modes' ranges overlap: the difference is within seed noise"
         out.append(f"Difference of the means (QKNorm − scaled dot): **{diff:+.2f} BLEU**; the largest spread between "
                    f"seeds of one mode is {spread:.2f} BLEU; {verdict}.\n")
-    out.append("## The QKNorm gain g of every attention module (mean over seeds)\n")
-    q = [r for _, r in runs.get("qknorm", [])]
+    for mode in ("rms_qknorm", "layer_qknorm"):
+        if mode in summary and "scaled_dot" in summary:
+            out.append(f"{mode} − scaled dot: {summary[mode][0][0] - summary['scaled_dot'][0][0]:+.2f} BLEU "
+                       f"({len(summary[mode][2])} run{'s' if len(summary[mode][2]) > 1 else ''}).\n")
+    for mode in ("qknorm", "rms_qknorm", "layer_qknorm"):
+        gain_table(out, mode, [r for _, r in runs.get(mode, [])])
+    attention_table(out, runs, present)
+    out.append("## Heatmaps\n")
+    for mode in present:
+        for seed, r in sorted(runs.get(mode, []))[:1]:
+            maps = sorted(f for f in os.listdir(r["path"]) if f.startswith("heatmap-") and f.endswith(".svg"))
+            if maps:
+                out.append(f"- {mode}, seed {seed}: " + ", ".join(f"`{os.path.join(r['path'], f)}`" for f in maps))
+    print("\n".join(out))
+
+
+def gain_table(out, mode, q):
+    """The learned gains per module: QKNorm's g, or the mean of each q_norm / k_norm γ."""
     if q:
+        what = "The QKNorm gain g" if mode == "qknorm" else f"The {mode} gains (mean of each γ over its dimensions)"
+        out.append(f"## {what} of every attention module (mean over seeds)\n")
         modules = sorted(q[0]["g_last"])
         out.append(f"| module | g at the first log line (step {q[0]['g_first_step']}) | g at the end |")
         out.append("|---|--:|--:|")
@@ -102,19 +130,22 @@ def main(root, name):
             last = statistics.mean(r["g_last"].get(mod, float("nan")) for r in q)
             out.append(f"| {mod} | {first:.2f} | {last:.2f} |")
         out.append("\nThe whole curves are in each run's metrics.jsonl (`g`) and curves.svg.\n")
+
+
+def attention_table(out, runs, present):
     out.append("## Attention on the test set (teacher-forced; mean over seeds)\n")
     out.append("Entropy in nats; normalised entropy = entropy / ln(visible keys) (1 = uniform); saturated = rows whose "
                "largest probability is ≥ 0.9.\n")
     out.append("| module | attention | entropy | normalised | max prob | saturated |")
     out.append("|---|---|--:|--:|--:|--:|")
     modules = []
-    for mode in ("qknorm", "scaled_dot"):
+    for mode in present:
         for _, r in runs.get(mode, []):
             for s in r["attention"]:
                 if s["module"] not in modules:
                     modules.append(s["module"])
     for mod in modules:
-        for mode in ("qknorm", "scaled_dot"):
+        for mode in present:
             rows = [s for _, r in runs.get(mode, []) for s in r["attention"] if s["module"] == mod]
             if not rows:
                 continue
@@ -122,13 +153,6 @@ def main(root, name):
             out.append(f"| {mod} | {mode} | {avg('mean_entropy'):.3f} | {avg('mean_norm_entropy'):.3f} | "
                        f"{avg('mean_max_prob'):.3f} | {100 * avg('saturated_fraction'):.1f}% |")
     out.append("")
-    out.append("## Heatmaps\n")
-    for mode in ("qknorm", "scaled_dot"):
-        for seed, r in sorted(runs.get(mode, []))[:1]:
-            maps = sorted(f for f in os.listdir(r["path"]) if f.startswith("heatmap-") and f.endswith(".svg"))
-            if maps:
-                out.append(f"- {mode}, seed {seed}: " + ", ".join(f"`{os.path.join(r['path'], f)}`" for f in maps))
-    print("\n".join(out))
 
 
 if __name__ == "__main__":
