@@ -215,11 +215,10 @@ void Seq2SeqTransformer::reorder(DecodeState& state, const Tensor& rows) const {
 std::vector<NamedTensor> Seq2SeqTransformer::attention_gains() const {
   std::vector<NamedTensor> gains;
   for (const auto& [name, t] : named_parameters()) {
-    auto ends_with = [&](const std::string& tail) {
-      return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
-    };
     const bool attention = name.find("attn") != std::string::npos;
-    if (attention && (ends_with(".g") || ends_with("q_norm.gamma") || ends_with("k_norm.gamma"))) gains.emplace_back(name, t);
+    if (attention && (name.ends_with(".g") || name.ends_with("q_norm.gamma") || name.ends_with("k_norm.gamma"))) {
+      gains.emplace_back(name, t);
+    }
   }
   return gains;
 }
