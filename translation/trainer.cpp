@@ -816,7 +816,7 @@ class TrainingRun {
   // target tokens, so the sum over micro-batches and ranks is the batch's loss per token and the
   // update is the batch's (to float32 summation order). In a job the ranks then agree on the
   // loss (a NaN on any rank skips or stops the batch everywhere) before this rank's last
-  // backward, while which the reducer sums the gradients over the ranks.
+  // backward, during which the reducer sums the gradients over the ranks.
   bool step() {
     if (o_.inject_rank_death_at_step == s_.step + 1 && ranks_ > 1 && comm_.rank() == ranks_ - 1) std::raise(SIGKILL);
     const double tokens = static_cast<double>(std::max<int64_t>(batch_.tgt_tokens, 1));  // non-pad targets
