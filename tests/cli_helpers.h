@@ -34,9 +34,8 @@ struct Result {
   bool timed_out = false;   // run_command: it ran past its time limit (a hang)
 };
 
-// `qkgrad-translate ARGS 2>&1` through the shell (ARGS is shell text).
-inline Result run(const std::string& args) {
-  const std::string command = kProgram + " " + args + " 2>&1";
+// A shell command's output and exit status (it should say 2>&1 to catch stderr too).
+inline Result run_shell(const std::string& command) {
   std::FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) throw std::runtime_error("popen failed: " + command);
   Result r;
@@ -46,6 +45,9 @@ inline Result run(const std::string& args) {
   r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
 }
+
+// `qkgrad-translate ARGS 2>&1` through the shell (ARGS is shell text).
+inline Result run(const std::string& args) { return run_shell(kProgram + " " + args + " 2>&1"); }
 
 struct Command {
   explicit Command(std::vector<std::string> arguments) : args(std::move(arguments)) {}

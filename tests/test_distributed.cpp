@@ -142,15 +142,14 @@ Result mpirun(int ranks, const std::string& args) {
   ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
   ::setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);
   ::setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
-  const std::string command = "mpirun --mca btl self,vader -np " + std::to_string(ranks) + " " + kProgram + " " + args + " 2>&1";
-  std::FILE* pipe = ::popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  Result r;
-  char buf[4096];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) r.output.append(buf, n);
-  const int status = ::pclose(pipe);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
+  return run_shell("mpirun --mca btl self,vader -np " + std::to_string(ranks) + " " + kProgram + " " + args + " 2>&1");
+}
+
+// True (after saying so) when this build or machine cannot run the mpirun tests.
+bool skip_without_mpirun() {
+  if (have_mpirun()) return false;
+  WARN("skipped: built without MPI, or no mpirun");
+  return true;
 }
 
 const std::string kTiny = " --preset tiny --vocab-size 30 --threads 1 --eval-every 10 --eval-sentences 4 --log-every 1 ";
@@ -201,10 +200,7 @@ double loss_difference(const std::string& run_a, const std::string& run_b) {
 
 TEST_CASE("mpirun: N ranks = --accumulate N = one process with the same global batch; N ranks are bit-reproducible",
           "[.mpi]") {
-  if (!have_mpirun()) {
-    WARN("skipped: built without MPI, or no mpirun");
-    return;
-  }
+  if (skip_without_mpirun()) return;
   TempDir tmp;
   write_corpus(tmp.path, 200);
   const std::string flags = "--data " + tmp.path + kTiny + "--max-steps 20 --dropout 0";
@@ -236,10 +232,7 @@ TEST_CASE("mpirun: N ranks = --accumulate N = one process with the same global b
 }
 
 TEST_CASE("mpirun: with dropout, 2 ranks draw the masks --accumulate 2 draws (each share its own)", "[.mpi]") {
-  if (!have_mpirun()) {
-    WARN("skipped: built without MPI, or no mpirun");
-    return;
-  }
+  if (skip_without_mpirun()) return;
   TempDir tmp;
   write_corpus(tmp.path, 200);
   const std::string flags = "--data " + tmp.path + kTiny + "--max-steps 12 --dropout 0.2";
@@ -253,10 +246,7 @@ TEST_CASE("mpirun: with dropout, 2 ranks draw the masks --accumulate 2 draws (ea
 }
 
 TEST_CASE("mpirun: a run resumes with another number of ranks (1 -> 2 -> 1) and ends where one process ends", "[.mpi]") {
-  if (!have_mpirun()) {
-    WARN("skipped: built without MPI, or no mpirun");
-    return;
-  }
+  if (skip_without_mpirun()) return;
   TempDir tmp;
   write_corpus(tmp.path, 200);
   // Evaluations every 4 steps, so that the evaluations at the end of each part (which drive the
@@ -279,10 +269,7 @@ TEST_CASE("mpirun: a run resumes with another number of ranks (1 -> 2 -> 1) and 
 
 TEST_CASE("mpirun: a killed rank ends the job within seconds, naming the rank; the checkpoint is intact and resumes",
           "[.mpi]") {
-  if (!have_mpirun()) {
-    WARN("skipped: built without MPI, or no mpirun");
-    return;
-  }
+  if (skip_without_mpirun()) return;
   TempDir tmp;
   write_corpus(tmp.path, 200);
   const auto start = std::chrono::steady_clock::now();
@@ -302,10 +289,7 @@ TEST_CASE("mpirun: a killed rank ends the job within seconds, naming the rank; t
 
 TEST_CASE("mpirun: ranks started with different options refuse to start, naming the difference; nothing is made",
           "[.mpi]") {
-  if (!have_mpirun()) {
-    WARN("skipped: built without MPI, or no mpirun");
-    return;
-  }
+  if (skip_without_mpirun()) return;
   TempDir tmp;
   write_corpus(tmp.path, 200);
   const std::string one = kProgram + " train --run " + tmp / "run" + " --data " + tmp.path + kTiny + "--max-steps 4";
@@ -320,10 +304,7 @@ TEST_CASE("mpirun: ranks started with different options refuse to start, naming 
 }
 
 TEST_CASE("mpirun: the other commands refuse to run as several ranks", "[.mpi]") {
-  if (!have_mpirun()) {
-    WARN("skipped: built without MPI, or no mpirun");
-    return;
-  }
+  if (skip_without_mpirun()) return;
   const Result r = mpirun(2, "bleu --help");
   CHECK(r.status != 0);
   CHECK_THAT(r.output, Contains("only `train` runs data-parallel"));

@@ -184,6 +184,8 @@ TEST_CASE("bad indices, axes, shapes and dtypes name the op and the rule", "[kno
   CHECK_THROWS_WITH(slice(w, 0, 2, 5), Contains("slice: [2, 5) is not a valid range of axis 0 (size 4)"));
   CHECK_THROWS_WITH(permute(w, {0, 0}), Contains("permute: axis 0 appears twice"));
   CHECK_THROWS_WITH(layer_norm(w, Tensor::ones({4}), Tensor::zeros({4})), Contains("layer_norm: gamma [4] and beta [4] must both be [3]"));
+  CHECK_THROWS_WITH(rms_norm(w, Tensor::ones({4})), Contains("rms_norm: gamma [4] must be [3] for input [4, 3]"));
+  CHECK_THROWS_WITH(rms_norm(w, Tensor::ones({3}), 0.0), Contains("rms_norm: eps must be > 0, got 0"));
   CHECK_THROWS_WITH(linear(w, Tensor::zeros({5, 4})), Contains("linear: input [4, 3] does not end in the weight's in-features"));
   CHECK_THROWS_WITH(cross_entropy(w, Tensor::from_ids({0, 1, 2, 3}, {4})),
                     Contains("cross_entropy: target 3 at flat position 3 is out of range [0, 3)"));

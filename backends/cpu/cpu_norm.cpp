@@ -96,6 +96,32 @@ void CpuBackend::softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx,
   });
 }
 
+namespace {
+// The norms' parameter gradients: sum_a[j] = Σ_r a[r, j] and sum_b[j] = Σ_r b[r, j] over the rows
+// of [rows, d], where add_row(r, a, b) adds row r's terms into the partial rows a and b (b may go
+// unused; either output may be null). Fixed blocks of 32 rows are summed in parallel, then the
+// block sums in block order: the same result for any thread count.
+template <typename T, typename AddRow>
+void sum_rows_in_blocks(int64_t rows, int64_t d, T* sum_a, T* sum_b, AddRow add_row) {
+  constexpr int64_t kBlock = 32;
+  const int64_t blocks = (rows + kBlock - 1) / kBlock;
+  std::vector<T> part_a(static_cast<std::size_t>(blocks * d), T(0)), part_b(part_a.size(), T(0));
+#pragma omp parallel for schedule(static) if (rows * d >= kParallelGrain)
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (int64_t r = b * kBlock; r < std::min(rows, (b + 1) * kBlock); ++r) add_row(r, part_a.data() + b * d, part_b.data() + b * d);
+  }
+  for (int64_t j = 0; j < d; ++j) {
+    T sa = 0, sb = 0;
+    for (int64_t b = 0; b < blocks; ++b) {
+      sa += part_a[static_cast<std::size_t>(b * d + j)];
+      sb += part_b[static_cast<std::size_t>(b * d + j)];
+    }
+    if (sum_a) sum_a[j] = sa;
+    if (sum_b) sum_b[j] = sb;
+  }
+}
+}  // namespace
+
 void CpuBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps,
                             Tensor& y, Tensor& mean, Tensor& rstd) {
   dispatch(x.dtype(), [&](auto tag) {
@@ -164,38 +190,18 @@ void CpuBackend::layer_norm_backward(const Tensor& x, const Tensor& gamma, const
         for (int64_t j = 0; j < d; ++j) dr[j] = rows::layer_norm_grad(xr[j], gr[j], ga[j], m, rstd_r, mean_h, mean_hx);
       }
     }
-    if (dgamma || dbeta) {
-      // dγ = Σ_rows dy ⊙ x̂, dβ = Σ_rows dy: fixed blocks of rows summed in parallel, then the
-      // block sums added in block order (the same result for any thread count).
-      constexpr int64_t kBlock = 32;
-      const int64_t blocks = (rows + kBlock - 1) / kBlock;
-      std::vector<T> part_g(static_cast<std::size_t>(blocks * d), T(0)), part_b(part_g.size(), T(0));
-#pragma omp parallel for schedule(static) if (rows * d >= kParallelGrain)
-      for (int64_t b = 0; b < blocks; ++b) {
-        T* pg = part_g.data() + b * d;
-        T* pb = part_b.data() + b * d;
-        for (int64_t r = b * kBlock; r < std::min(rows, (b + 1) * kBlock); ++r) {
-          const T* xr = in + r * d;
-          const T* gr = g + r * d;
-          const T m = mu[r], rstd_r = rs[r];
+    if (dgamma || dbeta) {  // dγ = Σ_rows dy ⊙ x̂, dβ = Σ_rows dy
+      sum_rows_in_blocks<T>(rows, d, dgamma ? dgamma->data<T>() : nullptr, dbeta ? dbeta->data<T>() : nullptr,
+                            [&](int64_t r, T* pg, T* pb) {
+                              const T* xr = in + r * d;
+                              const T* gr = g + r * d;
+                              const T m = mu[r], rstd_r = rs[r];
 #pragma omp simd
-          for (int64_t j = 0; j < d; ++j) {
-            pg[j] += gr[j] * (xr[j] - m) * rstd_r;
-            pb[j] += gr[j];
-          }
-        }
-      }
-      T* dg = dgamma ? dgamma->data<T>() : nullptr;
-      T* db = dbeta ? dbeta->data<T>() : nullptr;
-      for (int64_t j = 0; j < d; ++j) {
-        T sg = 0, sb = 0;
-        for (int64_t b = 0; b < blocks; ++b) {
-          sg += part_g[static_cast<std::size_t>(b * d + j)];
-          sb += part_b[static_cast<std::size_t>(b * d + j)];
-        }
-        if (dg) dg[j] = sg;
-        if (db) db[j] = sb;
-      }
+                              for (int64_t j = 0; j < d; ++j) {
+                                pg[j] += gr[j] * (xr[j] - m) * rstd_r;
+                                pb[j] += gr[j];
+                              }
+                            });
     }
   });
 }
@@ -251,26 +257,11 @@ void CpuBackend::rms_norm_backward(const Tensor& x, const Tensor& gamma, const T
         for (int64_t j = 0; j < d; ++j) dr[j] = rows::rms_norm_grad(xr[j], gr[j], ga[j], rstd_r, mean_hx);
       }
     }
-    if (dgamma) {
-      // dγ = Σ_rows dy ⊙ x̂: fixed blocks of rows summed in parallel, then the block sums in
-      // block order (the same result for any thread count), as layer_norm's.
-      constexpr int64_t kBlock = 32;
-      const int64_t blocks = (rows + kBlock - 1) / kBlock;
-      std::vector<T> part(static_cast<std::size_t>(blocks * d), T(0));
-#pragma omp parallel for schedule(static) if (rows * d >= kParallelGrain)
-      for (int64_t b = 0; b < blocks; ++b) {
-        T* pg = part.data() + b * d;
-        for (int64_t r = b * kBlock; r < std::min(rows, (b + 1) * kBlock); ++r) {
+    if (dgamma) {  // dγ = Σ_rows dy ⊙ x̂
+      sum_rows_in_blocks<T>(rows, d, dgamma->data<T>(), nullptr, [&](int64_t r, T* pg, T*) {
 #pragma omp simd
-          for (int64_t j = 0; j < d; ++j) pg[j] += g[r * d + j] * in[r * d + j] * rs[r];
-        }
-      }
-      T* dg = dgamma->data<T>();
-      for (int64_t j = 0; j < d; ++j) {
-        T sum = 0;
-        for (int64_t b = 0; b < blocks; ++b) sum += part[static_cast<std::size_t>(b * d + j)];
-        dg[j] = sum;
-      }
+        for (int64_t j = 0; j < d; ++j) pg[j] += g[r * d + j] * in[r * d + j] * rs[r];
+      });
     }
   });
 }
