@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # qkgrad's whole test suite, on a fresh Debian 12 machine or a developer's checkout:
 #   installs what is missing (apt-get), builds (release, warnings are errors), runs the Catch2
-#   suite and qkgrad-gradcheck, runs the CUDA attention kernels in a CPU emulation, and builds the
-#   CUDA backend when nvcc is present.
+#   suite and qkgrad-gradcheck, runs the CUDA attention and row kernels in a CPU emulation, and
+#   builds the CUDA backend when nvcc is present.
 #
 #   scripts/test.sh [--sanitize] [--fuzz SECONDS]
 #     --sanitize      also build with AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
@@ -186,16 +186,16 @@ else
   stage "CUDA build skipped: nvcc not found"
 fi
 
-# ---- the CUDA attention kernels, run on the CPU in an emulation of their threads ----
-stage "CUDA attention kernels in a CPU emulation (tests/cuda_emulation/run.sh)"
+# ---- the CUDA attention and row kernels, run on the CPU in an emulation of their threads ----
+stage "CUDA attention and row kernels in a CPU emulation (tests/cuda_emulation/run.sh)"
 tests/cuda_emulation/run.sh build 2>&1 | tee "$log_dir/emulation.log"
 emulation_line=$(tail -n 1 "$log_dir/emulation.log")
 if [[ "$emulation_line" =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]] && [ "${BASH_REMATCH[2]}" -eq 0 ] &&
    [ "${BASH_REMATCH[1]}" -gt 0 ]; then
-  echo "CUDA attention emulation: PASS"
+  echo "CUDA kernel emulation: PASS"
   passed=$((passed + 1))
 else
-  echo "CUDA attention emulation: FAIL"
+  echo "CUDA kernel emulation: FAIL"
   failed=$((failed + 1))
 fi
 

@@ -14,8 +14,12 @@
 #include <string>
 
 #include "attention_host.h"
+#include "compare.h"
 
 using namespace qkgrad;
+using namespace qkgrad::emulation;
+using qkgrad::emu_attention::emu_attention_backward;
+using qkgrad::emu_attention::emu_attention_forward;
 
 namespace {
 
@@ -30,36 +34,6 @@ struct Case {
   double dropout = 0;
   bool zero_rows = false;  // q row 0 and k row 0 of batch entry 0 are zero (norm below eps)
 };
-
-Tensor random_tensor(const Shape& shape, DType dtype, std::mt19937& rng, double stddev = 1.0) {
-  std::normal_distribution<double> normal(0.0, stddev);
-  std::vector<double> values(static_cast<std::size_t>(shape.numel()));
-  for (double& x : values) x = normal(rng);
-  return Tensor::from_vector(values, shape, dtype);
-}
-
-// Every element of got within tol of want, relative to 1 + |want| (NaN only where want is NaN).
-// Returns a message naming the worst element, or "" when all agree.
-std::string mismatch(const char* name, const Tensor& got, const Tensor& want, double tol) {
-  const std::vector<double> a = got.to_vector(), b = want.to_vector();
-  if (a.size() != b.size()) return std::string(name) + ": sizes differ";
-  double worst = 0;
-  std::size_t at = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const double err = std::isnan(a[i]) != std::isnan(b[i]) ? INFINITY
-                       : std::isnan(a[i])                  ? 0.0
-                                                            : std::abs(a[i] - b[i]) / (1 + std::abs(b[i]));
-    if (!(err <= worst)) {
-      worst = err;
-      at = i;
-    }
-  }
-  if (worst <= tol) return "";
-  char text[200];
-  std::snprintf(text, sizeof text, "%s: relative error %.3g at element %zu (emulated %.9g, cpu %.9g)", name,
-                worst, at, a[at], b[at]);
-  return text;
-}
 
 // One configuration in one dtype: the emulated forward (with and without P) and backward
 // against the CPU backend's. Returns the failures (empty when it passes).
@@ -122,11 +96,11 @@ std::vector<std::string> run_case(const Case& c, DType dtype, std::mt19937& rng)
   const Tensor& lse = state.lse;
   const Tensor& lse_2 = state_2.lse;
 
-  std::vector<std::string> failures;
+  Failures result;
   auto check = [&](const char* name, const Tensor& got, const Tensor& want, double tolerance) {
-    const std::string message = mismatch(name, got, want, tolerance);
-    if (!message.empty()) failures.push_back(message);
+    result.check(name, got, want, tolerance);
   };
+  std::vector<std::string>& failures = result.messages;
   check("out", out, cpu_out, tol);
   check("probs", probs, cpu_probs, tol);
   if (c.qknorm) {
@@ -223,16 +197,9 @@ std::vector<Case> cases(bool long_rows) {
 int main(int argc, char** argv) {
   const bool long_rows = argc > 1 && std::string(argv[1]) == "--long";
   std::mt19937 rng(42);
-  int passed = 0, failed = 0;
+  Report report;
   for (const Case& c : cases(long_rows)) {
-    for (DType dtype : {DType::f64, DType::f32}) {
-      const std::vector<std::string> failures = run_case(c, dtype, rng);
-      std::printf("%s %s, %s\n", failures.empty() ? "PASS" : "FAIL", c.name.c_str(), dtype == DType::f64 ? "f64" : "f32");
-      for (const std::string& f : failures) std::printf("    %s\n", f.c_str());
-      std::fflush(stdout);
-      (failures.empty() ? passed : failed) += 1;
-    }
+    for (DType dtype : {DType::f64, DType::f32}) report.add(c.name, dtype, run_case(c, dtype, rng));
   }
-  std::printf("%d passed, %d failed\n", passed, failed);
-  return failed == 0 ? 0 : 1;
+  return report.finish();
 }

@@ -65,28 +65,31 @@ T __shfl_xor_sync(unsigned mask, T v, int offset) {
 
 namespace emu {
 
-// kernel<<<grid, block>>>(...): runs kernel() for every block, one thread per CUDA thread.
+// kernel<<<grid, block>>>(...): runs kernel() for every block, one host thread per CUDA thread.
+// The threads are made once per launch and run the blocks one after another, all finishing a
+// block before any starts the next (as if each block ran alone, with its own shared memory).
 template <typename F>
 void launch(unsigned grid, unsigned block, F kernel) {
   if (grid == 0 || block == 0 || block % 32 != 0 || block > 1024) std::abort();
   gridDim.x = grid;
   blockDim.x = block;
-  for (unsigned b = 0; b < grid; ++b) {
-    std::barrier<> barrier(block);
-    block_barrier = &barrier;
-    warp_barriers.clear();
-    for (unsigned w = 0; w < block / 32; ++w) warp_barriers.push_back(std::make_unique<std::barrier<>>(32));
-    shuffle_slots.assign(block, 0.0);
-    std::vector<std::thread> threads;
-    for (unsigned t = 0; t < block; ++t) {
-      threads.emplace_back([&, t, b] {
-        threadIdx.x = t;
+  std::barrier<> barrier(block);
+  block_barrier = &barrier;
+  warp_barriers.clear();
+  for (unsigned w = 0; w < block / 32; ++w) warp_barriers.push_back(std::make_unique<std::barrier<>>(32));
+  shuffle_slots.assign(block, 0.0);
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < block; ++t) {
+    threads.emplace_back([&, t] {
+      threadIdx.x = t;
+      for (unsigned b = 0; b < grid; ++b) {
         blockIdx.x = b;
         kernel();
-      });
-    }
-    for (auto& thread : threads) thread.join();
+        barrier.arrive_and_wait();  // the block is done
+      }
+    });
   }
+  for (auto& thread : threads) thread.join();
 }
 
 // kernel<<<grid, block, bytes>>>(...): the same with `bytes` of dynamic shared memory.
