@@ -148,6 +148,15 @@ TEST_CASE("batches respect the token budget, cover every pair once, and shuffle 
   CHECK(b.tgt_in.to_ids() == std::vector<int64_t>{1, 9, 0, 0, 1, 9, 9, 9});
   CHECK(b.tgt_out.to_ids() == std::vector<int64_t>{9, 2, 0, 0, 9, 9, 9, 2});
   CHECK(b.tgt_lengths == std::vector<int64_t>{2, 4});
+  // A model built with other special ids gets batches in its own ids.
+  TransformerConfig other;
+  other.pad_id = 5;
+  other.bos_id = 4;
+  other.eos_id = 3;
+  const Batch o = make_batch({{{7, 8}, {9}}, {{7}, {9, 9, 9}}}, {0, 1}, Device::cpu, special_ids(other));
+  CHECK(o.src.to_ids() == std::vector<int64_t>{7, 8, 3, 7, 3, 5});
+  CHECK(o.tgt_in.to_ids() == std::vector<int64_t>{4, 9, 5, 5, 4, 9, 9, 9});
+  CHECK(o.tgt_out.to_ids() == std::vector<int64_t>{9, 3, 5, 5, 9, 9, 9, 3});
   CHECK(percentile({5, 1, 3, 2, 4}, 50) == 3);
   CHECK(percentile({5, 1, 3, 2, 4}, 97.5) == 5);
 }

@@ -74,7 +74,7 @@ std::vector<ModuleAttentionStats> attention_statistics(Seq2SeqTransformer& model
   std::vector<Accumulator> acc(watched.size());
   const BatchPlan plan(pairs, batch_tokens);
   for (int64_t k = 0; k < plan.batches_per_epoch(); ++k) {
-    const Batch b = make_batch(pairs, plan.group(k), model.device());
+    const Batch b = make_batch(pairs, plan.group(k), model.device(), special_ids(model.config()));
     NoGradGuard no_grad;
     model.forward(b.src, b.src_lengths, b.tgt_in, b.tgt_lengths);  // teacher forcing
     for (std::size_t m = 0; m < watched.size(); ++m) {

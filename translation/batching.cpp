@@ -6,8 +6,11 @@
 
 #include "core/error.h"
 #include "core/generator.h"
+#include "nn/transformer.h"
 
 namespace qkgrad::translation {
+
+SpecialIds special_ids(const TransformerConfig& config) { return {config.pad_id, config.bos_id, config.eos_id}; }
 
 Batch make_batch(const std::vector<Pair>& pairs, const std::vector<int64_t>& indices, Device device,
                  SpecialIds ids) {

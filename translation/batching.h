@@ -12,6 +12,10 @@
 
 #include "core/tensor.h"
 
+namespace qkgrad {
+struct TransformerConfig;  // nn/transformer.h
+}
+
 namespace qkgrad::translation {
 
 struct Pair {
@@ -30,6 +34,9 @@ struct Batch {
 struct SpecialIds {
   int64_t pad = 0, bos = 1, eos = 2;
 };
+// The ids a model was built with (its config's pad_id, bos_id, eos_id): a batch for that model
+// must use them, whatever the defaults above.
+SpecialIds special_ids(const TransformerConfig& config);
 
 // Pads a group of pairs into one batch, whose id tensors are created on `device` (the model's).
 Batch make_batch(const std::vector<Pair>& pairs, const std::vector<int64_t>& indices,

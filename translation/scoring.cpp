@@ -11,7 +11,7 @@ std::vector<PairScore> score_pairs(Seq2SeqTransformer& model, const std::vector<
   if (pairs.empty()) return scores;
   const BatchPlan plan(pairs, max_tokens);
   for (int64_t g = 0; g < plan.batches_per_epoch(); ++g) {
-    const Batch b = make_batch(pairs, plan.group(g), model.device());
+    const Batch b = make_batch(pairs, plan.group(g), model.device(), special_ids(model.config()));
     const Tensor logits = model.forward(b.src, b.src_lengths, b.tgt_in, b.tgt_lengths);  // [B, T, V]
     const int64_t B = logits.size(0), T = logits.size(1);
     // log P of each target token: log_softmax over V, picked at tgt_out.

@@ -124,7 +124,7 @@ Evaluation evaluate(Seq2SeqTransformer& model, const EncodedData& data, const Su
     double total = 0;
     int64_t tokens = 0;
     for (int64_t i = 0; i < plan.batches_per_epoch(); ++i) {
-      const Batch b = make_batch(data.dev, plan.group(i), model.device());
+      const Batch b = make_batch(data.dev, plan.group(i), model.device(), special_ids(model.config()));
       const LossSum l = cross_entropy(model.forward(b.src, b.src_lengths, b.tgt_in, b.tgt_lengths), b.tgt_out, 0.0,
                                       model.config().pad_id);
       total += l.sum.item();
@@ -805,7 +805,8 @@ class TrainingRun {
       s_.position = 0;
       return false;
     }
-    batch_ = make_batch(data_.train, plan_->group(order[static_cast<std::size_t>(s_.position)]), device_);
+    batch_ = make_batch(data_.train, plan_->group(order[static_cast<std::size_t>(s_.position)]), device_,
+                        special_ids(config_));
     return true;
   }
 
@@ -834,7 +835,7 @@ class TrainingRun {
         if (shares[k].empty() || !std::isfinite(loss_value)) continue;
         if (last_loss.defined()) last_loss.backward();  // the previous micro-batch's
         start_micro_dropout(comm_.rank() * settings_.accumulate + static_cast<int64_t>(k));
-        last_loss = micro_loss(make_batch(data_.train, shares[k], device_), tokens, loss_value);
+        last_loss = micro_loss(make_batch(data_.train, shares[k], device_, special_ids(config_)), tokens, loss_value);
       }
     }
     if (inject_nan) loss_value = NAN;

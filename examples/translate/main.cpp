@@ -552,7 +552,7 @@ int cmd_grads(int argc, char** argv) {
     pairs.push_back({m.subwords->encode(corpus.src[i]), m.subwords->encode(corpus.tgt[i])});
     indices.push_back(static_cast<int64_t>(i));
   }
-  const Batch b = make_batch(pairs, indices, on);
+  const Batch b = make_batch(pairs, indices, on, special_ids(m.model->config()));
   const double loss = write_gradient_dump(*m.model, b.src, b.src_lengths, b.tgt_in, b.tgt_out, b.tgt_lengths, smoothing, out);
   std::printf("wrote %s: %zu sentences, loss %.6f per target token, %zu parameter gradients\n", out.c_str(), pairs.size(),
               loss, m.model->named_parameters().size());
@@ -592,7 +592,7 @@ int cmd_attention(int argc, char** argv) {
   for (auto& layer : model.encoder_layers) layer->self_attn.record_probs = true;
   for (auto& layer : model.decoder_layers) layer->self_attn.record_probs = layer->cross_attn.record_probs = true;
   Pair pair{src, hyp};
-  const Batch b = make_batch({pair}, {0}, on);
+  const Batch b = make_batch({pair}, {0}, on, special_ids(model.config()));
   {
     NoGradGuard no_grad;
     model.forward(b.src, b.src_lengths, b.tgt_in, b.tgt_lengths);
