@@ -7,11 +7,14 @@
 #                                  build needs and the GPU machine may lack (OpenBLAS with
 #                                  OpenMP, Catch2, SentencePiece, pkgconf, and the runtime
 #                                  libraries they need) into .gpu-carry/debs/, and prints the
-#                                  exact device `run` call (carry: [".gpu-carry"]).
+#                                  exact device `run` call (carry: [".gpu-carry"]). Copies
+#                                  ../shared/data/ted-gl-en (2.6 MB) into .gpu-carry/data/ too,
+#                                  for the opt-in stage `paper`.
 #   scripts/gpu_check.sh run       THERE (works here too; the GPU stages then skip): unpacks the
 #                                  packages into /tmp/qkgrad-prefix, points pkg-config and the
 #                                  compiler and loader paths at it, then the stages
-#                                  env, prefix, build, tests, gradcheck, bench, translate.
+#                                  env, prefix, build, tests, gradcheck, bench, translate (and,
+#                                  when asked for, paper).
 #
 # Output of `run` goes to $OUT, or ./gpu-check-out/ when OUT is unset:
 #   gpu-check.log   everything, with the elapsed time at every stage
@@ -20,6 +23,7 @@
 #   bench.jsonl     every raw benchmark result, one JSON line each (qkgrad-bench and PyTorch)
 #   bench.md        the benchmark table (bench/compare_torch.py gpu)
 #   meson-log.txt   only when `meson setup` failed
+#   paper-MODE-metrics.jsonl, paper-MODE.log  stage paper: each run's metrics and log
 # Exit status of `run`: 0 when no stage failed (skipped stages do not fail), 1 otherwise.
 #
 # Settings of `run` (environment variables):
@@ -32,8 +36,15 @@
 #                        size, --layers 6 --d-model 512 --heads 8 --ffn 2048 --vocab 8000
 #                        --batch 16 --src-len 64 --tgt-len 64 --steps 30 --warmup-steps 5)
 #   GPU_CHECK_ROUNDS     rounds of qkgrad / PyTorch per attention (default 3)
-#   GPU_CHECK_STAGES     comma-separated subset of tests,gradcheck,bench,translate (default all;
-#                        env, prefix and build always run; the build is incremental)
+#   GPU_CHECK_STAGES     comma-separated subset of tests,gradcheck,bench,translate,paper (default
+#                        all but paper; env, prefix and build always run; the build is
+#                        incremental). paper: the paper's gl→en model (--preset paper, 4+4 × d 512)
+#                        on TED gl→en, qknorm then scaled_dot, each for half the time left: its
+#                        speed on the GPU and its first dev BLEU (issue 23); a second call on the
+#                        warm machine after the check: GPU_CHECK_STAGES=paper.
+#   GPU_CHECK_PAPER_DATA the corpus of stage paper (default .gpu-carry/data/ted-gl-en)
+#   GPU_CHECK_PAPER_FLAGS its model flags (default --preset paper; --preset tiny tests the stage
+#                        on a CPU)
 #   GPU_CHECK_JOBS       ninja -j (default: every core); GPU_CHECK_NICE: nice level (default 0)
 #   GPU_CHECK_PYTHON     the Python with PyTorch (default python3)
 #   GPU_CHECK_PREFIX     where the packages are unpacked (default /tmp/qkgrad-prefix)
@@ -96,6 +107,15 @@ prepare() {
     fi
   done
   [ $missing -eq 0 ] || die "some packages were not downloaded"
+  # The corpus of the opt-in stage paper (ignored by git with the rest of the carry).
+  rm -rf "$CARRY/data"
+  if [ -d ../shared/data/ted-gl-en ]; then
+    mkdir -p "$CARRY/data"
+    cp -r ../shared/data/ted-gl-en "$CARRY/data/"
+    echo "== copied ../shared/data/ted-gl-en into $CARRY/data/ (stage paper)"
+  else
+    echo "== no ../shared/data/ted-gl-en: stage paper will have no corpus"
+  fi
 
   # What the unpacked libraries and programs need from the C and C++ runtimes: the GPU
   # machine's glibc must be at least as new (run checks it).
@@ -532,6 +552,54 @@ stage_translate() {
   fi
 }
 
+# The paper's gl→en model on the GPU, qknorm then scaled_dot with the same seed, each for half
+# the time left (less a minute for the start and the summary): steps, tokens per second and the
+# last dev BLEU per mode, and each run's metrics. Too short to converge: it measures what
+# converging would cost.
+stage_paper() {
+  stage "paper: qkgrad-translate train --preset paper --device $DEVICE on TED gl→en, qknorm and scaled_dot"
+  local why data=${GPU_CHECK_PAPER_DATA:-$CARRY/data/ted-gl-en}
+  why=$(device_ready) || { result skipped paper "$why"; return; }
+  local exe=$BUILD/examples/qkgrad-translate
+  [ -x "$exe" ] || { result FAILED paper "qkgrad-translate not built"; return; }
+  [ -f "$data/train.gl" ] || { result FAILED paper "no corpus at $data (scripts/gpu_check.sh prepare copies it)"; return; }
+  local left=$((BUDGET - SECONDS - 60)) mode summary=""
+  [ "$left" -ge 60 ] || { result skipped paper "no time left"; return; }
+  local minutes
+  # Each run's share, less about 35 s for SentencePiece, the last evaluation and the last save.
+  minutes=$(awk -v s="$left" 'BEGIN { m = s / 2 / 60 - 0.6; printf "%.2f", m < 0.2 ? 0.2 : m }')
+  for mode in qknorm scaled_dot; do
+    local work=/tmp/qkgrad-gpu-paper-$mode t
+    rm -rf "$work"
+    t=$(limit $((left / 2 + 30)) 30) || break
+    # shellcheck disable=SC2086
+    try "$t" "$exe" train --data "$data" --src gl --tgt en --run "$work" --attn "$mode" --seed 1 \
+      ${GPU_CHECK_PAPER_FLAGS:---preset paper} --device "$DEVICE" --bleu-tokenize none --max-minutes "$minutes" \
+      --eval-every 400 --eval-sentences 50 --log-every 10 --save-every 100000 > "$OUTDIR/paper-$mode.log" 2>&1
+    local rc=$?
+    tail -n 4 "$OUTDIR/paper-$mode.log"
+    [ -f "$work/metrics.jsonl" ] && cp "$work/metrics.jsonl" "$OUTDIR/paper-$mode-metrics.jsonl"
+    summary+="$mode $("$PY" - "$work/metrics.jsonl" <<'PY' 2>/dev/null || echo 'no metrics'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+train = [r for r in rows if 'tokens_per_s' in r]
+dev = [r for r in rows if 'dev_bleu' in r]
+last = train[-1] if train else {}
+print(f"{last.get('step', 0)} steps, epoch {last.get('epoch', 0)}, {last.get('tokens_per_s', 0):.0f} tok/s, "
+      f"dev BLEU {dev[-1]['dev_bleu']:.2f}" if dev else f"{last.get('step', 0)} steps, "
+      f"{last.get('tokens_per_s', 0):.0f} tok/s, no evaluation")
+PY
+)"
+    [ $rc -eq 124 ] || [ $rc -eq 137 ] && summary+=" (stopped by the time limit)"
+    summary+="; "
+  done
+  if [ -f "$OUTDIR/paper-qknorm-metrics.jsonl" ] || [ -f "$OUTDIR/paper-scaled_dot-metrics.jsonl" ]; then
+    result ok paper "${summary%; }"
+  else
+    result FAILED paper "no run wrote metrics (paper-*.log)"
+  fi
+}
+
 run_all() {
   echo "scripts/gpu_check.sh run: budget $BUDGET s, -Dcuda=$CUDA, device $DEVICE, build $BUILD, prefix $PREFIX, output $OUTDIR"
   stage_env || true
@@ -545,6 +613,7 @@ run_all() {
     want gradcheck && stage_gradcheck
     want bench && stage_bench
     want translate && stage_translate
+    want paper && stage_paper
   fi
   stage "summary"
   printf '%s\n' "${RESULTS[@]}" | tee "$OUTDIR/summary.txt"
