@@ -96,19 +96,15 @@ std::vector<std::string> run_case(const Case& c, DType dtype, std::mt19937& rng)
   const Tensor& lse = state.lse;
   const Tensor& lse_2 = state_2.lse;
 
-  Failures result;
-  auto check = [&](const char* name, const Tensor& got, const Tensor& want, double tolerance) {
-    result.check(name, got, want, tolerance);
-  };
-  std::vector<std::string>& failures = result.messages;
-  check("out", out, cpu_out, tol);
-  check("probs", probs, cpu_probs, tol);
+  Failures f;
+  f.check("out", out, cpu_out, tol);
+  f.check("probs", probs, cpu_probs, tol);
   if (c.qknorm) {
-    check("rq", state.rq, cpu_state.rq, tol);
-    check("rk", state.rk, cpu_state.rk, tol);
+    f.check("rq", state.rq, cpu_state.rq, tol);
+    f.check("rk", state.rk, cpu_state.rk, tol);
   }
   if (out_2.to_vector() != out.to_vector() || lse_2.to_vector() != lse.to_vector()) {
-    failures.push_back("out or lse differ between the runs with and without P");
+    f.messages.push_back("out or lse differ between the runs with and without P");
   }
 
   auto gradients = [&] {
@@ -119,11 +115,11 @@ std::vector<std::string> run_case(const Case& c, DType dtype, std::mt19937& rng)
   // The emulated backward reads only what its own forward kept (out, lse, rq, rk; no P).
   const AttentionState kept{Tensor(), lse, state.rq, state.rk};
   emu_attention_backward(s, q, k, v, gp, out, kept, dout, got);
-  check("dq", got.dq, want.dq, tol);
-  check("dk", got.dk, want.dk, tol);
-  check("dv", got.dv, want.dv, tol);
-  if (c.qknorm) check("dg", got.dg, want.dg, 10 * tol);  // dg: long sums
-  return failures;
+  f.check("dq", got.dq, want.dq, tol);
+  f.check("dk", got.dk, want.dk, tol);
+  f.check("dv", got.dv, want.dv, tol);
+  if (c.qknorm) f.check("dg", got.dg, want.dg, 10 * tol);  // dg: long sums
+  return f.messages;
 }
 
 std::vector<Case> cases(bool long_rows) {

@@ -31,12 +31,13 @@ struct Case {
 };
 
 int64_t last_dim(const Shape& s) { return s.rank() == 0 ? 1 : s[s.rank() - 1]; }
+int64_t rows_of(const Shape& s) { return last_dim(s) == 0 ? 0 : s.numel() / last_dim(s); }
 
 // Softmax and log_softmax, forward and backward. x with `special`: row 0 all -inf, row 1 half
 // -inf, row 2 one NaN.
 void check_softmax(const Case& c, DType dtype, std::mt19937& rng, double tol, Failures& f) {
   Tensor x = random_tensor(c.shape, dtype, rng, 3.0);
-  const int64_t d = last_dim(c.shape), rows = d == 0 ? 0 : c.shape.numel() / d;
+  const int64_t d = last_dim(c.shape), rows = rows_of(c.shape);
   if (c.special && rows >= 3) {
     std::vector<double> v = x.to_vector();
     for (int64_t j = 0; j < d; ++j) v[static_cast<std::size_t>(j)] = -INFINITY;
@@ -60,7 +61,7 @@ void check_softmax(const Case& c, DType dtype, std::mt19937& rng, double tol, Fa
 // x for the norms: with `special`, row 0 is zero and row 1 is tiny (1e-9), below every eps.
 Tensor norm_input(const Case& c, DType dtype, std::mt19937& rng) {
   Tensor x = random_tensor(c.shape, dtype, rng, 2.0);
-  const int64_t d = last_dim(c.shape), rows = d == 0 ? 0 : c.shape.numel() / d;
+  const int64_t d = last_dim(c.shape), rows = rows_of(c.shape);
   if (!c.special || rows < 2) return x;
   std::vector<double> v = x.to_vector();
   for (int64_t j = 0; j < d; ++j) {
@@ -74,7 +75,7 @@ Tensor norm_input(const Case& c, DType dtype, std::mt19937& rng) {
 // not asked for), and dx alone.
 void check_layer_norm(const Case& c, DType dtype, std::mt19937& rng, double tol, Failures& f) {
   const Tensor x = norm_input(c, dtype, rng), dy = random_tensor(c.shape, dtype, rng);
-  const int64_t d = last_dim(c.shape), rows = d == 0 ? 0 : c.shape.numel() / d;
+  const int64_t d = last_dim(c.shape), rows = rows_of(c.shape);
   const Tensor gamma = random_tensor({d}, dtype, rng), beta = random_tensor({d}, dtype, rng);  // [d]
   auto filled = [&](const Shape& s) { return Tensor::full(s, 777, dtype); };
   Tensor y = filled(c.shape), mean = filled({rows}), rstd = filled({rows});
@@ -102,7 +103,7 @@ void check_layer_norm(const Case& c, DType dtype, std::mt19937& rng, double tol,
 // RMSNorm: y, rstd; then dx and dgamma together, and each alone.
 void check_rms_norm(const Case& c, DType dtype, std::mt19937& rng, double tol, Failures& f) {
   const Tensor x = norm_input(c, dtype, rng), dy = random_tensor(c.shape, dtype, rng);
-  const int64_t d = last_dim(c.shape), rows = d == 0 ? 0 : c.shape.numel() / d;
+  const int64_t d = last_dim(c.shape), rows = rows_of(c.shape);
   const Tensor gamma = random_tensor({d}, dtype, rng);  // [d]
   auto filled = [&](const Shape& s) { return Tensor::full(s, 777, dtype); };
   Tensor y = filled(c.shape), rstd = filled({rows}), got_y = filled(c.shape), got_rstd = filled({rows});
@@ -126,7 +127,7 @@ void check_rms_norm(const Case& c, DType dtype, std::mt19937& rng, double tol, F
 // l2 normalisation (the paper's q̂ = q/‖q‖ outside the fused op): y, norm and dx.
 void check_l2_normalize(const Case& c, DType dtype, std::mt19937& rng, double tol, Failures& f) {
   const Tensor x = norm_input(c, dtype, rng), dy = random_tensor(c.shape, dtype, rng);
-  const int64_t d = last_dim(c.shape), rows = d == 0 ? 0 : c.shape.numel() / d;
+  const int64_t rows = rows_of(c.shape);
   auto filled = [&](const Shape& s) { return Tensor::full(s, 777, dtype); };
   Tensor y = filled(c.shape), norm = filled({rows}), got_y = filled(c.shape), got_norm = filled({rows});
   backend(Device::cpu).l2_normalize(x, 1e-6, y, norm);
