@@ -18,9 +18,12 @@
 #   - dev BLEU every 2 epochs on 300 dev sentences, a save every 100 steps (so that a run
 #     stopped with the session loses little); the best dev checkpoint is tested.
 # Seeds 1 and 2 for qknorm and scaled_dot, seed 1 for rms_qknorm and layer_qknorm; the two
-# runs of a pair train side by side with one thread each. Every run resumes where it stopped
-# (experiments/qknorm_vs_scaled_dot.sh), so the script can be stopped and started again at will,
-# across sessions. Results: experiments/runs/NAME-converged/ and experiments/results/.
+# runs of a pair train side by side with one thread each. An interrupted run resumes where it
+# stopped (experiments/qknorm_vs_scaled_dot.sh), and a finished run's records are copied to
+# experiments/results/NAME-converged/MODE-seedN/ (committed), so the script trains only what
+# has no record yet: start it again to go on. The run directories (experiments/runs/, not
+# committed) do not survive a move to a new machine, so let a pair finish in the session that
+# started it (about 2 hours), and commit its records. Tables: experiments/results/NAME-converged.md.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 corpus=${1:-}
@@ -28,7 +31,7 @@ corpus=${1:-}
 case "$corpus" in
   ted) data=../shared/data/ted-gl-en src=gl tgt=en tokenize=none epoch=160 ;;
   multi30k) data=../shared/data/multi30k-en-de src=en tgt=de tokenize=13a epoch=194 ;;
-  *) sed -n '2,22p' "$0"; exit 2 ;;
+  *) sed -n '2,26p' "$0"; exit 2 ;;
 esac
 name=${NAME:-$corpus-converged}
 recipe=(--preset paper --layers 2 --d-model 128 --heads 4 --ffn 512 --vocab-size 4000 --batch-tokens 3000

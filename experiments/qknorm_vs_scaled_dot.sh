@@ -14,13 +14,17 @@
 #
 # A finished (mode, seed) is not trained again (delete its directory to redo it); an
 # interrupted one is resumed (--resume), so the script can be stopped and restarted at will.
+# Each finished run's records (test.json, test.txt, metrics.jsonl, attention-stats.jsonl,
+# options.json, curves.svg: a few hundred KB) are copied to experiments/results/NAME/MODE-seedN/, which is
+# committed: a checkout without experiments/runs/ (a new machine) keeps them, does not train
+# those runs again, and summarize.py reads them.
 # experiments/ted_gl_en.sh and experiments/multi30k_en_de.sh call this with the recipes of
 # docs/results.md.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 if [ $# -lt 5 ]; then
-  sed -n '2,18p' "$0"
+  sed -n '2,22p' "$0"
   exit 2
 fi
 name=$1 data=$2 src=$3 tgt=$4 tokenize=$5
@@ -42,15 +46,30 @@ if [ ! -x "$translate" ]; then
 fi
 
 root=experiments/runs/$name
+records=experiments/results/$name
 mkdir -p "$root"
+
+# archive RUN RECORD: copy a finished run's small records (what summarize.py reads) to RECORD.
+archive() {
+  local run=$1 record=$2 f
+  mkdir -p "$record"
+  for f in test.json test.txt metrics.jsonl attention-stats.jsonl options.json curves.svg; do
+    if [ -f "$run/$f" ]; then cp "$run/$f" "$record/$f"; fi
+  done
+}
 
 # run_one MODE SEED [train options...]: train (or resume), evaluate, collect statistics.
 run_one() {
   local mode=$1 seed=$2
   shift 2
-  local run=$root/$mode-seed$seed
+  local run=$root/$mode-seed$seed record=$records/$mode-seed$seed
+  if [ -f "$record/test.json" ]; then
+    echo "== $run: done already (its records: $record)"
+    return 0
+  fi
   if [ -f "$run/test.json" ]; then
     echo "== $run: done already"
+    archive "$run" "$record"
     return 0
   fi
   if [ -f "$run/checkpoints/last/model.safetensors" ] && [ ! -f "$run/train.done" ]; then
@@ -84,6 +103,7 @@ if not bleu or not chrf:
 json.dump({"bleu": float(bleu.group(1)), "chrf": float(chrf.group(1)), "bleu_line": text.splitlines()[1]},
           open(f"{run}/test.json", "w"))
 PY
+  archive "$run" "$record"
 }
 
 for seed in $seeds; do
@@ -108,5 +128,5 @@ for seed in $seeds; do
 done
 
 mkdir -p experiments/results
-python3 experiments/summarize.py "$root" "$name" > "experiments/results/$name.md"
+python3 experiments/summarize.py "$records" "$name" "$root" > "experiments/results/$name.md"
 echo "== wrote experiments/results/$name.md"

@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """Writes the results table of one experiment (experiments/qknorm_vs_scaled_dot.sh) as Markdown.
 
-    python3 experiments/summarize.py experiments/runs/NAME NAME > experiments/results/NAME.md
+    python3 experiments/summarize.py ROOT NAME [RUNS] > experiments/results/NAME.md
 
-Reads, for every run directory MODE-seedN under the root: test.json (test BLEU, chrF, training
-seconds), metrics.jsonl (dev BLEU per evaluation, the QKNorm gains g over training, elapsed
-time) and attention-stats.jsonl (entropy / max probability / saturation per attention module on
-the test set, teacher-forced)."""
+ROOT holds one directory MODE-seedN per finished run: experiments/results/NAME (the committed
+records qknorm_vs_scaled_dot.sh copies there) or experiments/runs/NAME (the run directories).
+Reads from each: test.json (test BLEU, chrF), metrics.jsonl (dev BLEU per evaluation, the
+learned gains over training, elapsed time) and attention-stats.jsonl (entropy / max probability /
+saturation per attention module on the test set, teacher-forced). A record whose metrics.jsonl
+was lost holds summary.json instead: the numbers this script derived from it, as written at the
+time (its PROVENANCE file says from where). RUNS (default ROOT): where the run directories and
+their heatmaps are, when they exist on this machine."""
 import json
 import math
 import os
@@ -27,6 +31,13 @@ def load_run(path):
     run = {"path": path}
     with open(os.path.join(path, "test.json")) as f:
         run.update(json.load(f))
+    stats_path = os.path.join(path, "attention-stats.jsonl")
+    run["attention"] = read_jsonl(stats_path) if os.path.exists(stats_path) else []
+    summary_path = os.path.join(path, "summary.json")
+    if not os.path.exists(os.path.join(path, "metrics.jsonl")) and os.path.exists(summary_path):
+        with open(summary_path) as f:
+            run.update(json.load(f))
+        return run
     metrics = read_jsonl(os.path.join(path, "metrics.jsonl"))
     evals = [m for m in metrics if "dev_bleu" in m]
     logs = [m for m in metrics if "train_loss" in m]
@@ -41,9 +52,6 @@ def load_run(path):
     run["g_first"] = logs[0].get("g", {}) if logs else {}
     run["g_first_step"] = logs[0]["step"] if logs else None
     run["g_last"] = logs[-1].get("g", {}) if logs else {}
-    run["g_curve"] = [(m["step"], m["g"]) for m in logs if m.get("g")]
-    stats_path = os.path.join(path, "attention-stats.jsonl")
-    run["attention"] = read_jsonl(stats_path) if os.path.exists(stats_path) else []
     return run
 
 
@@ -57,7 +65,7 @@ def fmt(x, digits=2):
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
 
-def main(root, name):
+def main(root, name, runs_root):
     runs = {}
     for entry in sorted(os.listdir(root)):
         m = re.fullmatch(r"(" + "|".join(MODES) + r")-seed(\d+)", entry)
@@ -110,10 +118,15 @@ def main(root, name):
     attention_table(out, runs, present)
     out.append("## Heatmaps\n")
     for mode in present:
-        for seed, r in sorted(runs.get(mode, []))[:1]:
-            maps = sorted(f for f in os.listdir(r["path"]) if f.startswith("heatmap-") and f.endswith(".svg"))
+        for seed in sorted(seed for seed, _ in runs.get(mode, [])):
+            run_dir = os.path.join(runs_root, f"{mode}-seed{seed}")
+            maps = sorted(f for f in os.listdir(run_dir) if f.startswith("heatmap-") and f.endswith(".svg")) \
+                if os.path.isdir(run_dir) else []
             if maps:
-                out.append(f"- {mode}, seed {seed}: " + ", ".join(f"`{os.path.join(r['path'], f)}`" for f in maps))
+                out.append(f"- {mode}, seed {seed}: " + ", ".join(f"`{os.path.join(run_dir, f)}`" for f in maps))
+                break
+    out.append("\nThe heatmaps stay in the run directories (experiments/runs/, not committed); a run whose "
+               "directory is not on this machine has none listed.")
     print("\n".join(out))
 
 
@@ -156,6 +169,6 @@ def attention_table(out, runs, present):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4):
         sys.exit(__doc__)
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) == 4 else sys.argv[1])
