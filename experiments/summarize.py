@@ -9,8 +9,9 @@ Reads from each: test.json (test BLEU, chrF), metrics.jsonl (dev BLEU per evalua
 learned gains over training, elapsed time) and attention-stats.jsonl (entropy / max probability /
 saturation per attention module on the test set, teacher-forced). A record whose metrics.jsonl
 was lost holds summary.json instead: the numbers this script derived from it, as written at the
-time (its PROVENANCE file says from where). RUNS (default ROOT): where the run directories and
-their heatmaps are, when they exist on this machine."""
+time (its PROVENANCE file says from where). RUNS (default experiments/runs/NAME): the run
+directories, named in the table as where the heatmaps are. The output depends only on the
+records, so scripts/test.sh checks that every committed table is what its records give."""
 import json
 import math
 import os
@@ -20,6 +21,7 @@ import sys
 
 
 MODES = ("qknorm", "scaled_dot", "rms_qknorm", "layer_qknorm")  # ops/attention.h's attention modes
+HEATMAPS = "1–3"  # qknorm_vs_scaled_dot.sh's default HEATMAPS
 
 
 def read_jsonl(path):
@@ -117,16 +119,8 @@ def main(root, name, runs_root):
         gain_table(out, mode, [r for _, r in runs.get(mode, [])])
     attention_table(out, runs, present)
     out.append("## Heatmaps\n")
-    for mode in present:
-        for seed in sorted(seed for seed, _ in runs.get(mode, [])):
-            run_dir = os.path.join(runs_root, f"{mode}-seed{seed}")
-            maps = sorted(f for f in os.listdir(run_dir) if f.startswith("heatmap-") and f.endswith(".svg")) \
-                if os.path.isdir(run_dir) else []
-            if maps:
-                out.append(f"- {mode}, seed {seed}: " + ", ".join(f"`{os.path.join(run_dir, f)}`" for f in maps))
-                break
-    out.append("\nThe heatmaps stay in the run directories (experiments/runs/, not committed); a run whose "
-               "directory is not on this machine has none listed.")
+    out.append(f"Test sentences {HEATMAPS}, every layer and head: `{runs_root}/MODE-seedN/heatmap-K-{{encoder,decoder,cross}}.svg` "
+               "in each run directory (not committed; drawn again by `qkgrad-translate attention --run RUN`).")
     print("\n".join(out))
 
 
@@ -171,4 +165,4 @@ def attention_table(out, runs, present):
 if __name__ == "__main__":
     if len(sys.argv) not in (3, 4):
         sys.exit(__doc__)
-    main(sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) == 4 else sys.argv[1])
+    main(sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) == 4 else f"experiments/runs/{sys.argv[2]}")

@@ -9,11 +9,11 @@
 #                     and run the whole Catch2 suite and qkgrad-gradcheck there; any report fails.
 #     --fuzz SECONDS  also run each libFuzzer target (scripts/fuzz.sh) for SECONDS.
 #   CI (.ci/run) passes both: --sanitize --fuzz 60.
-# Counts: the layer check (and its planted-include self-test), every Catch2 test case (those under
-# mpirun too), every op
+# Counts: the layer check (and its planted-include self-test), each committed experiment table
+# (regenerated from its records), every Catch2 test case (those under mpirun too), every op
 # checked by qkgrad-gradcheck, the suite once more on the other float32 GEMM provider (OpenBLAS,
-# where oneDNN is the default), the CUDA emulation, the
-# CUDA build, and (when asked) the sanitized suite and each fuzz target.
+# where oneDNN is the default), the CUDA emulation, the CUDA build, and (when asked) the
+# sanitized suite and each fuzz target.
 # The last line is always "N passed, N failed"; the exit status is non-zero on any failure.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
@@ -90,6 +90,22 @@ else
   failed=$((failed + 1))
 fi
 rm -rf "$planted"
+
+# ---- the committed experiment tables are what their committed records give ----
+stage "experiment tables (experiments/summarize.py on experiments/results/NAME/)"
+for records in experiments/results/*/; do
+  name=$(basename "$records")
+  if python3 experiments/summarize.py "$records" "$name" > "$log_dir/$name.md" 2> "$log_dir/$name.err" &&
+     diff -u "experiments/results/$name.md" "$log_dir/$name.md" > "$log_dir/$name.diff"; then
+    echo "experiments/results/$name.md: matches its records"
+    passed=$((passed + 1))
+  else
+    echo "error: experiments/results/$name.md is not what its records in $records give;"
+    echo "       regenerate it: python3 experiments/summarize.py $records $name > experiments/results/$name.md"
+    cat "$log_dir/$name.err" "$log_dir/$name.diff"
+    failed=$((failed + 1))
+  fi
+done
 
 # ---- Catch2 ----
 stage "Catch2 suite"
