@@ -155,6 +155,45 @@ TEST_CASE("run safety: SIGTERM and SIGHUP save a checkpoint like Ctrl-C, and exi
   }
 }
 
+namespace {
+
+// Whether the thread `task` of process `pid` has SIGINT, SIGTERM and SIGHUP all blocked (its
+// SigBlk line in /proc). A thread waiting in sigwait() for them shows them unblocked.
+bool blocks_stop_signals(pid_t pid, const std::string& task) {
+  std::istringstream status(read(cat("/proc/", pid, "/task/", task, "/status")));
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("SigBlk:", 0) != 0) continue;
+    const unsigned long long mask = std::stoull(line.substr(7), nullptr, 16);
+    const unsigned long long stop = (1ull << (SIGINT - 1)) | (1ull << (SIGTERM - 1)) | (1ull << (SIGHUP - 1));
+    return (mask & stop) == stop;
+  }
+  return false;
+}
+
+}  // namespace
+
+// No handler may run on top of a computing thread (translation/stop_signals.h says why): every
+// thread of a training run but one blocks the stop signals, and that one waits for them.
+TEST_CASE("run safety: while training, every thread but the signal watcher blocks the stop signals",
+          "[reliability]") {
+  TempDir tmp;
+  const std::string run = tmp / "run";
+  std::vector<std::string> args = endless_train(trained().data, run);
+  args.back() = "2";  // --threads 2: OpenMP's worker threads exist too
+  args.insert(args.end(), {"--save-every", "5"});
+  const pid_t child = spawn(args, tmp / "log");
+  REQUIRE(wait_until([&] { return checkpoint_step(run + "/checkpoints/last") >= 5; }));
+  std::vector<std::string> tasks;
+  for (const auto& e : fs::directory_iterator(cat("/proc/", child, "/task"))) tasks.push_back(e.path().filename());
+  int unblocked = 0;
+  for (const std::string& task : tasks) unblocked += blocks_stop_signals(child, task) ? 0 : 1;
+  INFO(tasks.size() << " threads");
+  CHECK(tasks.size() >= 3);  // the main thread, an OpenMP worker, the watcher
+  CHECK(unblocked == 1);
+  ::kill(child, SIGTERM);
+  CHECK(wait_status(child) == 143);
+}
+
 TEST_CASE("run safety: a signal while the subwords train stops SentencePiece and leaves nothing; SIGKILL takes it down too",
           "[reliability]") {
   TempDir tmp;

@@ -1,7 +1,17 @@
 // Stopping on a signal. SIGINT (Ctrl-C), SIGTERM (kill, timeout, systemd, docker stop, Slurm
-// pre-emption) and SIGHUP (a dropped ssh session) only set a flag while StopSignals is alive;
+// pre-emption) and SIGHUP (a dropped ssh session) only set a flag while a StopSignals is alive;
 // the trainer polls it, saves a checkpoint and exits with status 128 + the signal. A second
-// signal of the same kind ends the program at once (the handler is reset after the first).
+// signal of any of the three, or one that arrives while no StopSignals is alive, ends the
+// program at once as the signal's default action would.
+//
+// The signals are never delivered asynchronously to a thread that computes. main() calls
+// StopSignals::route_to_watcher() before any thread starts: it blocks the three signals in the
+// calling thread (every thread started later, OpenMP's and oneDNN's too, inherits the mask) and
+// starts one thread that takes them with sigwait(). A signal handler would run on top of whatever
+// the interrupted thread was doing; on some virtual machines (seen: an Intel Xeon guest, Linux
+// 6.18) the AVX-512 state of a thread interrupted inside oneDNN's sgemm came back damaged, and
+// the process died of heap corruption a few steps after a SIGTERM. A thread waiting in sigwait()
+// has nothing in flight to damage.
 #pragma once
 
 #include <string>
@@ -22,8 +32,8 @@ class Interrupted : public Error {
   int signal_;
 };
 
-// Installs the handlers (and ignores SIGPIPE, so that a closed stdout cannot kill a training
-// run between two checkpoints); the destructor restores what was there before.
+// While alive: stop signals set the flag (and SIGPIPE is ignored, so that a closed stdout cannot
+// kill a training run between two checkpoints); the destructor restores the defaults.
 class StopSignals {
  public:
   StopSignals();
@@ -31,14 +41,21 @@ class StopSignals {
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
 
+  // Blocks SIGINT, SIGTERM and SIGHUP in the calling thread and starts the thread that waits for
+  // them; call it first in main(), before anything starts a thread. Once per process (later
+  // calls do nothing); the first StopSignals calls it too, for programs that did not (threads
+  // started before then are not covered).
+  static void route_to_watcher();
   // The first stop signal received since construction, or 0.
   static int received();
-  // A line written to stderr when the first signal arrives, from the handler itself (so that
-  // it is seen even if the process is then killed while it waits; a data-parallel rank blocked
-  // in a collective is). Empty: none. Truncated to 1 KiB.
+  // A line written to stderr when the first signal arrives, by the watcher thread (so that it is
+  // seen even if the process is then killed while it waits; a data-parallel rank blocked in a
+  // collective is). Empty: none.
   static void set_note(const std::string& note);
   // Throws Interrupted ("interrupted by SIGTERM while <doing>; <consequence>") after a signal.
   static void throw_if_received(const std::string& doing, const std::string& consequence);
+  // In a child process after fork(): the three unblocked again (the mask is inherited).
+  static void unblock_in_child();
 };
 
 // "SIGTERM", "SIGINT", "SIGHUP", or "signal N".

@@ -117,6 +117,7 @@ std::string sentencepiece_arguments(const SubwordTraining& o, const std::string&
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(1);
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) ::signal(sig, SIG_DFL);
+  StopSignals::unblock_in_child();
   // SentencePiece logs to stderr, even with --minloglevel; keep the terminal quiet.
   const int null_fd = ::open("/dev/null", O_WRONLY);
   if (null_fd >= 0) ::dup2(null_fd, STDERR_FILENO);

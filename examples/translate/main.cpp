@@ -727,6 +727,8 @@ std::string usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before any thread starts: stop signals go to one waiting thread, never to a computing one.
+  StopSignals::route_to_watcher();
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     std::fputs(usage().c_str(), argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
