@@ -73,7 +73,10 @@ TEST_CASE("a small Transformer learns to reverse sequences (>= 99% greedy token 
   for (AttentionMode mode : {AttentionMode::qknorm, AttentionMode::scaled_dot}) {
     Seq2SeqTransformer model(toy_config(mode));
     const auto start = std::chrono::steady_clock::now();
-    const double accuracy = train_and_evaluate(model, 400, /*reverse=*/true);
+    // 600 steps: at 400 the qknorm run reached 0.976 with oneDNN's AVX-512 kernels on an Intel
+    // Xeon (0.999 with AVX2 or OpenBLAS): rounding alone moved it across the line. At 600 every
+    // provider seen is at >= 0.997.
+    const double accuracy = train_and_evaluate(model, 600, /*reverse=*/true);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     INFO((mode == AttentionMode::qknorm ? "qknorm" : "scaled_dot") << ": accuracy " << accuracy << " in " << seconds << " s");
     CHECK(accuracy >= 0.99);
