@@ -27,6 +27,15 @@ ensure_packages() {
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" || return 1
 }
 
+# clang with its sanitizer/libFuzzer runtime and its OpenMP runtime (separate packages of the
+# same version): the sanitized suite and the fuzzers build with it.
+ensure_clang() {
+  ensure_packages clang || return 1
+  local major
+  major=$(clang++ -dumpversion | cut -d. -f1)
+  ensure_packages "libclang-rt-${major}-dev" "libomp-${major}-dev"
+}
+
 # configure DIR [meson options...]: a release build directory, warnings are errors (unless the
 # options say -Dwerror=false; later options override earlier ones, e.g. --buildtype).
 configure() {

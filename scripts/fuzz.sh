@@ -25,10 +25,7 @@ fi
 targets=(safetensors corpus bleu)
 build_dir=build-fuzz
 
-# clang; libFuzzer's runtime and clang's OpenMP runtime are separate packages of the same version.
-ensure_packages clang || exit 1
-clang_major=$(clang++ -dumpversion | cut -d. -f1)
-ensure_packages "libclang-rt-${clang_major}-dev" "libomp-${clang_major}-dev" || exit 1
+ensure_clang || exit 1
 
 if [ ! -f "$build_dir/build.ninja" ]; then
   CC=clang CXX=clang++ meson setup "$build_dir" -Dfuzz=true -Dnative_arch=false \

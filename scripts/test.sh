@@ -217,14 +217,19 @@ fi
 
 # ---- AddressSanitizer + UndefinedBehaviorSanitizer: the whole Catch2 suite and the gradient checks ----
 if [ "$sanitize" -eq 1 ]; then
-  stage "sanitizers: building build-asan/ (ASan + UBSan, debugoptimized)"
+  stage "sanitizers: building build-asan/ (clang, ASan + UBSan, debugoptimized)"
   # Every report is fatal (halt_on_error), leaks included; a report names the file and line.
   export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1"
   export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
-  # Not --werror here: GCC 12 gives false -Wmaybe-uninitialized warnings in libstdc++ under ASan.
+  # clang, not GCC: it builds the sanitized tree in a third of the time (GCC took 15 of CI's 30
+  # minutes), and its UBSan also checks float-to-int casts. Not --werror: clang reports loops
+  # it was asked to vectorize and could not (-Wpass-failed), which are not errors.
   # -g1: line tables only (reports still name the file and line), a much faster build than -g.
-  if configure build-asan --buildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false -Dwerror=false -Dcpp_args=-g1 \
-       >"$log_dir/asan-build.log" 2>&1 && ninja -C build-asan >>"$log_dir/asan-build.log" 2>&1; then
+  # A build-asan/ made with GCC by an older checkout is made again (meson keeps a tree's compiler).
+  if [ -f build-asan/build.ninja ] && ! grep -q 'clang++' build-asan/build.ninja; then rm -rf build-asan; fi
+  if ensure_clang >"$log_dir/asan-build.log" 2>&1 &&
+     CC=clang CXX=clang++ configure build-asan --buildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false \
+       -Dwerror=false -Dcpp_args=-g1 >>"$log_dir/asan-build.log" 2>&1 && ninja -C build-asan >>"$log_dir/asan-build.log" 2>&1; then
     stage "sanitizers: Catch2 suite"
     build-asan/tests/qkgrad-tests >"$log_dir/asan.log" 2>&1
     asan_rc=$?

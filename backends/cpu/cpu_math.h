@@ -20,7 +20,8 @@ inline float exp_fast(float x) {
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2Hi = 0.693145751953125f;    // ln 2 split in two for an exact n·ln2_hi
   constexpr float kLn2Lo = 1.42860682030941723e-6f;
-  const float clamped = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);  // NaN falls through
+  // NaN takes the lower bound (a NaN cast to int below would be undefined); the result is NaN.
+  const float clamped = x >= -87.3f ? (x > 88.7f ? 88.7f : x) : -87.3f;
   const float n = std::nearbyint(clamped * kLog2e);
   const float r = (clamped - n * kLn2Hi) - n * kLn2Lo;
   // e^r = 1 + r + r²/2! + … + r⁶/6!, evaluated with Horner's rule.
