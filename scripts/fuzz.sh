@@ -6,7 +6,7 @@
 #
 #   scripts/fuzz.sh [SECONDS]      (default 60 seconds per target; CI uses 60)
 #
-# Installs clang and libFuzzer when missing (apt-get, as scripts/test.sh does), builds build-fuzz/
+# Installs clang and libFuzzer when missing (apt-get, as scripts/test.sh does), builds build-fuzz/ (or QKGRAD_FUZZ_BUILD)
 # (clang, -Dfuzz=true: libFuzzer + AddressSanitizer + UndefinedBehaviorSanitizer), replays the
 # inputs in fuzz/regressions/<target>/ (each once bugs the fuzzers found), then fuzzes from a copy
 # of the seed corpus fuzz/corpus/<target>/ in a temporary directory: the repository never gets
@@ -23,13 +23,18 @@ if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -eq 0 ]; then
   exit 2
 fi
 targets=(safetensors corpus bleu)
-build_dir=build-fuzz
+# QKGRAD_FUZZ_BUILD names another tree configured with -Dfuzz=true (scripts/test.sh passes its
+# sanitized build-asan/, so that CI builds the library once for both).
+build_dir="${QKGRAD_FUZZ_BUILD:-build-fuzz}"
 
 ensure_clang || exit 1
 
 if [ ! -f "$build_dir/build.ninja" ]; then
   CC=clang CXX=clang++ meson setup "$build_dir" -Dfuzz=true -Dnative_arch=false \
     --buildtype=debugoptimized || exit 1
+elif ! grep -q -- '-fsanitize=fuzzer-no-link' "$build_dir/build.ninja"; then
+  echo "scripts/fuzz.sh: $build_dir/ is not configured with -Dfuzz=true (clang); remove it or name another tree" >&2
+  exit 1
 fi
 ninja -C "$build_dir" "${targets[@]/#/fuzz/fuzz-}" || exit 1
 

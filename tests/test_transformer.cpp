@@ -69,7 +69,7 @@ double train_and_evaluate(Seq2SeqTransformer& model, int steps, bool reverse) {
 
 }  // namespace
 
-TEST_CASE("a small Transformer learns to reverse sequences (>= 99% greedy token accuracy), both modes", "[transformer][slow]") {
+TEST_CASE("a small Transformer learns to reverse sequences (>= 99% greedy token accuracy), both modes", "[transformer][slow][learning]") {
   for (AttentionMode mode : {AttentionMode::qknorm, AttentionMode::scaled_dot}) {
     Seq2SeqTransformer model(toy_config(mode));
     const auto start = std::chrono::steady_clock::now();
