@@ -6,8 +6,9 @@
 #
 #   scripts/fuzz.sh [SECONDS]      (default 60 seconds per target; CI uses 60)
 #
-# Installs clang and libFuzzer when missing (apt-get, as scripts/test.sh does), builds build-fuzz/ (or QKGRAD_FUZZ_BUILD)
-# (clang, -Dfuzz=true: libFuzzer + AddressSanitizer + UndefinedBehaviorSanitizer), replays the
+# Installs clang and libFuzzer when missing (apt-get, as scripts/test.sh does), builds build-fuzz/
+# or the tree QKGRAD_FUZZ_BUILD names (clang, -Dfuzz=true: libFuzzer + AddressSanitizer +
+# UndefinedBehaviorSanitizer), replays the
 # inputs in fuzz/regressions/<target>/ (each once bugs the fuzzers found), then fuzzes from a copy
 # of the seed corpus fuzz/corpus/<target>/ in a temporary directory: the repository never gets
 # new files. Prints one line per target, "fuzz <target>: PASS (...)" or "fuzz <target>: FAIL"
