@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The paper's comparison trained to convergence (issue 23): QKNorm, scaled dot-product and the
 # QK-norm forms of today's models (rms_qknorm, layer_qknorm) on TED gl→en or Multi30k en→de,
-# with the paper's schedule shape on a model small enough for 2 CPU cores to converge in one
-# session: the first TED pair converged at epochs 80 and 90, in about 1.7 hours per run side by
-# side (the hour the recipe aimed at was not enough; docs/results.md).
+# with the paper's schedule shape on a model small enough for 2 CPU cores to converge in one or
+# two sessions: the TED pairs converged at epochs 80 to 90, in 1.7 to 2.5 hours per run side by
+# side on a 2-core Intel Xeon (the hour the recipe aimed at was not enough; docs/results.md).
 #
 #   experiments/converged.sh ted|multi30k [extra train options...]
 #
@@ -22,8 +22,11 @@
 # stopped (experiments/qknorm_vs_scaled_dot.sh), and a finished run's records are copied to
 # experiments/results/NAME-converged/MODE-seedN/ (committed), so the script trains only what
 # has no record yet: start it again to go on. The run directories (experiments/runs/, not
-# committed) do not survive a move to a new machine, so let a pair finish in the session that
-# started it (about 2 hours), and commit its records. Tables: experiments/results/NAME-converged.md.
+# committed) do not survive a move to a new machine: a pair that cannot finish in one session
+# (3 to 3.7 hours on a 2-core AMD EPYC Zen 2) is stopped with `experiments/park.sh NAME` before
+# the session ends, which copies it to experiments/parked/ (untracked, never committed), and this
+# script first restores what is parked there. Commit a finished pair's records.
+# Tables: experiments/results/NAME-converged.md.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 corpus=${1:-}
@@ -31,7 +34,7 @@ corpus=${1:-}
 case "$corpus" in
   ted) data=../shared/data/ted-gl-en src=gl tgt=en tokenize=none epoch=160 ;;
   multi30k) data=../shared/data/multi30k-en-de src=en tgt=de tokenize=13a epoch=194 ;;
-  *) sed -n '2,26p' "$0"; exit 2 ;;
+  *) sed -n '2,29p' "$0"; exit 2 ;;
 esac
 name=${NAME:-$corpus-converged}
 recipe=(--preset paper --layers 2 --d-model 128 --heads 4 --ffn 512 --vocab-size 4000 --batch-tokens 3000
@@ -43,6 +46,7 @@ run_pair() {  # SEED MODE MODE [extra train options...]
   SEEDS=$seed MODES=$modes PARALLEL=1 experiments/qknorm_vs_scaled_dot.sh "$name" "$data" "$src" "$tgt" "$tokenize" \
     "${recipe[@]}" "$@"
 }
+experiments/park.sh --restore "$name"
 run_pair 1 qknorm scaled_dot "$@"
 run_pair 2 qknorm scaled_dot "$@"
 run_pair 1 rms_qknorm layer_qknorm "$@"

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Carry a comparison's unfinished runs across a move to a new machine. experiments/runs/ is
+# ignored by git and does not move with the project, but an untracked file that git does not
+# ignore can: experiments/parked/ is such a place (never commit it; its runs are a few tens of MB).
+#
+#   experiments/park.sh NAME            stop NAME's training (SIGTERM: each run saves
+#                                       checkpoints/last and exits) and copy every unfinished run
+#                                       of experiments/runs/NAME/ (with its log) to
+#                                       experiments/parked/NAME/
+#   experiments/park.sh --restore NAME  copy the parked runs back into experiments/runs/NAME/,
+#                                       where experiments/qknorm_vs_scaled_dot.sh resumes them
+#
+# --restore never overwrites a run directory that exists, and skips a run whose records are
+# already committed (experiments/results/NAME/RUN/test.json); experiments/converged.sh calls it
+# before it trains. Park again before each session ends: the parked copy is replaced.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+usage() { sed -n '5,11p' "$0"; exit 2; }
+restore=0
+if [ "${1:-}" = --restore ]; then restore=1; shift; fi
+[ $# -eq 1 ] || usage
+name=$1
+case "$name" in */* | .* | "") echo "error: NAME '$name' must be a plain directory name" >&2; exit 2 ;; esac
+root=experiments/runs/$name parked=experiments/parked/$name records=experiments/results/$name
+
+# last_step RUN: the step of RUN's last metrics line ("?" if it has none).
+last_step() {
+  python3 - "$1/metrics.jsonl" <<'PY'
+import json, sys
+try:
+    steps = [json.loads(line).get("step") for line in open(sys.argv[1]) if line.strip()]
+    print(next(s for s in reversed(steps) if s is not None))
+except (OSError, ValueError, StopIteration):
+    print("?")
+PY
+}
+
+if [ "$restore" = 1 ]; then
+  [ -d "$parked" ] || { echo "== nothing parked for $name ($parked does not exist)"; exit 0; }
+  mkdir -p "$root"
+  for run in "$parked"/*/; do
+    run=${run%/}; base=${run##*/}
+    [ -d "$run" ] || continue
+    if [ -f "$records/$base/test.json" ]; then
+      echo "== $base: its records are committed ($records/$base); the parked copy is stale, not restored"
+    elif [ -e "$root/$base" ]; then
+      echo "== $base: $root/$base exists already; left as it is (the parked copy is not restored)"
+    else
+      cp -a "$run" "$root/$base"
+      if [ -f "$run.log" ]; then cp "$run.log" "$root/$base.log"; fi
+      echo "== $base: restored at step $(last_step "$root/$base")"
+    fi
+  done
+  exit 0
+fi
+
+[ -d "$root" ] || { echo "error: $root does not exist: nothing to park" >&2; exit 1; }
+
+# Stop every qkgrad-translate process working in $root, once each (a second signal ends the
+# program at once, unsaved), and wait until none is left (a dev evaluation may take a minute
+# before the trainer sees the signal); a driver script whose run failed exits rather than
+# starting the next one.
+pattern="qkgrad-translate .*--run $root/"
+signalled=" "
+for try in $(seq 1 300); do
+  pids=$(pgrep -f "$pattern" || true)
+  [ -n "$pids" ] || break
+  for pid in $pids; do
+    case "$signalled" in *" $pid "*) continue ;; esac
+    echo "== stopping process $pid: $(ps -o args= -p "$pid" | cut -c1-100)..."
+    kill -TERM "$pid" 2>/dev/null || true
+    signalled="$signalled$pid "
+  done
+  sleep 1
+done
+if pgrep -f "$pattern" >/dev/null; then
+  echo "error: processes of $root still run 5 minutes after SIGTERM (pgrep -f '$pattern'); nothing copied" >&2
+  exit 1
+fi
+
+mkdir -p "$parked"
+for run in "$root"/*/; do
+  run=${run%/}; base=${run##*/}
+  [ -d "$run" ] || continue
+  rm -rf "${parked:?}/$base" "$parked/$base.log"
+  if [ -f "$run/test.json" ] || [ -f "$records/$base/test.json" ]; then continue; fi  # finished
+  if [ ! -f "$run/checkpoints/last/model.safetensors" ]; then
+    echo "== $base: no checkpoints/last yet; not parked (it starts again from step 0)"
+    continue
+  fi
+  cp -a "$run" "$parked/$base"
+  rm -f "$parked/$base/train.lock"
+  if [ -f "$run.log" ]; then cp "$run.log" "$parked/$base.log"; fi
+  echo "== $base: parked at step $(last_step "$run")"
+done
+# The README lists every parked run of NAME (one parked earlier and not restored stays).
+rm -f "$parked/README.md"
+kept=()
+for run in "$parked"/*/; do
+  run=${run%/}
+  if [ -d "$run" ]; then kept+=("${run##*/} at step $(last_step "$run")"); fi
+done
+if [ ${#kept[@]} -eq 0 ]; then
+  rmdir "$parked" 2>/dev/null || true
+  echo "== nothing unfinished in $root"
+  exit 0
+fi
+
+{
+  echo "# Parked runs (not committed)"
+  echo
+  echo "Unfinished runs of experiments/runs/$name, parked at $(date -u '+%Y-%m-%d %H:%M') UTC on"
+  echo "$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n1) after SIGTERM (each saved its checkpoints/last):"
+  for k in "${kept[@]}"; do echo "- \`$name/${k% at step *}\` at step ${k##* at step }"; done
+  echo
+  echo "experiments/runs/ is ignored by git and is lost with each new machine; experiments/parked/ is"
+  echo "untracked but not ignored, so that a later checkout may bring it back. To go on:"
+  echo
+  echo "    experiments/park.sh --restore $name    # experiments/converged.sh does this itself"
+  echo
+  echo "Never commit this folder; delete it once the runs' records are committed."
+} > "$parked/README.md"
+echo "== wrote $parked/README.md"
