@@ -4,7 +4,8 @@
 // -ffast-math (which qkgrad never uses globally). exp_fast computes e^x as 2^n · e^r with
 // n = round(x / ln 2) and r = x − n·ln 2 in [−ln2/2, ln2/2], e^r from a degree-6 polynomial
 // (Taylor coefficients; the remainder is below 2^-24 on that interval), and 2^n assembled in
-// the exponent bits: plain arithmetic the compiler turns into vector instructions. Relative
+// the exponent bits: plain arithmetic the compiler turns into vector instructions (given
+// -fno-trapping-math, meson.build, which lets it turn the limits' ifs into selects). Relative
 // error below 3e-7, about 2 ulp (tests/test_random.cpp compares it with std::exp). NaN stays
 // NaN, −∞ and anything below −87.3 give 0, anything above 88.7 gives +∞. Doubles use std::exp.
 #pragma once
