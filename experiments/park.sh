@@ -24,14 +24,16 @@ name=$1
 case "$name" in */* | .* | "") echo "error: NAME '$name' must be a plain directory name" >&2; exit 2 ;; esac
 root=experiments/runs/$name parked=experiments/parked/$name records=experiments/results/$name
 
-# last_step RUN: the step of RUN's last metrics line ("?" if it has none).
+# last_step RUN: the step RUN resumes from (the "step" of checkpoints/last/trainer.safetensors'
+# header), or "?" if it cannot be read.
 last_step() {
-  python3 - "$1/metrics.jsonl" <<'PY'
-import json, sys
+  python3 - "$1/checkpoints/last/trainer.safetensors" <<'PY'
+import json, struct, sys
 try:
-    steps = [json.loads(line).get("step") for line in open(sys.argv[1]) if line.strip()]
-    print(next(s for s in reversed(steps) if s is not None))
-except (OSError, ValueError, StopIteration):
+    with open(sys.argv[1], "rb") as f:
+        header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+    print(header["__metadata__"]["step"])
+except (OSError, ValueError, KeyError, struct.error):
     print("?")
 PY
 }
