@@ -23,7 +23,7 @@
 # experiments/results/NAME-converged/MODE-seedN/ (committed), so the script trains only what
 # has no record yet: start it again to go on. The run directories (experiments/runs/, not
 # committed) do not survive a move to a new machine: a pair that cannot finish in one session
-# (3 to 3.7 hours on a 2-core AMD EPYC Zen 2) is stopped with `experiments/park.sh NAME` before
+# (3 to 3.7 hours on a 2-core AMD EPYC Zen 2 before the -fno-trapping-math build) is stopped with `experiments/park.sh NAME` before
 # the session ends, which copies it to experiments/parked/ (untracked, never committed), and this
 # script first restores what is parked there. Commit a finished pair's records.
 # Tables: experiments/results/NAME-converged.md.
