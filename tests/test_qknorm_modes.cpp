@@ -2,7 +2,8 @@
 // rms_qknorm (RMSNorm per head, learned per-dimension gains: OLMo 2, Qwen 3, Gemma 3) and
 // layer_qknorm (LayerNorm per head with gain and bias: ViT-22B), then q̂k̂ᵀ/√d. Equal to their
 // composition from primitive ops in value and in the gradient of every input and parameter
-// (1e-10, float64); the properties that hold (scale invariance of q and k, the logit bound);
+// (1e-10, float64); the properties that hold (scale invariance of q and k, the logit bound,
+// rms_qknorm's γ_q ⊙ γ_k symmetry, layer_qknorm's inert key bias);
 // the saturation that scaled dot-product shows and they do not; the KV-cache path; the errors.
 // The finite-difference checks are in ops/checks/attention_cases.cpp.
 #include <catch2/catch.hpp>
@@ -179,6 +180,75 @@ TEST_CASE("the logit bounds: |S| <= sqrt(d) max|g_q| max|g_k| (rms); (sqrt(d) ma
       }
       CHECK(largest_logit_spread(r.probs) <= 2 * bound);
     }
+  }
+}
+
+TEST_CASE("rms_qknorm's logits see only the product γ_q ⊙ γ_k, so equal gains get equal gradients", "[attention][qknorm-modes]") {
+  // S_ij = Σ_c γ_q,c γ_k,c q̃_ic k̃_jc / √d with q̃ = q / rms(q): (γ_q ⊙ c, γ_k / c) gives the same
+  // output for any c > 0, and γ̄_q,c = Σ S̄_ij γ_k,c q̃_ic k̃_jc / √d is γ̄_k,c with γ_q,c in place of
+  // γ_k,c. Gains that start equal (both 1) therefore get the same updates and stay equal.
+  for (bool per_head : {false, true}) {
+    INFO((per_head ? "gains per head" : "gains shared by the heads"));
+    Inputs in = make_inputs(AttentionMode::rms_qknorm, 2, 5, 5, 2, 4, per_head, 12);
+    AttentionOptions o;
+    o.mode = AttentionMode::rms_qknorm;
+    o.heads = 2;
+    o.causal = true;
+    o.key_lengths = {5, 3};
+    o.dropout = 0.3;
+    Generator c_gen(13);
+    const Tensor c = Tensor::uniform(in.params.q_gain.shape(), 0.2, 5.0, c_gen, DType::f64);
+    AttentionParams moved = in.params;
+    moved.q_gain = (in.params.q_gain * c).detach();
+    moved.k_gain = (in.params.k_gain / c).detach();
+    {
+      NoGradGuard no_grad;
+      Generator a(5), b(5);
+      o.generator = &a;
+      const Tensor base = attention(in.q, in.k, in.v, in.params, o).out;
+      o.generator = &b;
+      CHECK(max_abs_diff(attention(in.q, in.k, in.v, moved, o).out, base) < 1e-12);
+    }
+    in.params.k_gain = in.params.q_gain.detach().clone().requires_grad_();  // γ_k = γ_q
+    Generator a(6), seed_gen(7);
+    o.generator = &a;
+    const Tensor out = attention(in.q, in.k, in.v, in.params, o).out;
+    out.backward(Tensor::randn(out.shape(), seed_gen, DType::f64));
+    CHECK(max_abs(in.params.q_gain.grad()) > 1e-3);  // not trivially zero
+    CHECK(max_abs_diff(in.params.q_gain.grad(), in.params.k_gain.grad()) < 1e-12);
+  }
+}
+
+TEST_CASE("layer_qknorm's key bias β_k has no effect: the output ignores it and its gradient is 0", "[attention][qknorm-modes]") {
+  // S_ij = (γ_q ⊙ q̃_i + β_q) · (γ_k ⊙ k̃_j + β_k) / √d: the β_k term, (γ_q ⊙ q̃_i + β_q) · β_k / √d,
+  // is the same for every key j of row i, and softmax forgets a constant added to a row (masked
+  // keys stay at −∞). So P does not depend on β_k, and β̄_k = Σ_i q̂_i Σ_j S̄_ij / √d = 0 because
+  // every row of S̄ sums to 0. (β_q matters: β_q · k̂_j varies with j.)
+  for (bool per_head : {false, true}) {
+    INFO((per_head ? "parameters per head" : "parameters shared by the heads"));
+    const Inputs in = make_inputs(AttentionMode::layer_qknorm, 2, 5, 6, 2, 4, per_head, 14);
+    AttentionOptions o;
+    o.mode = AttentionMode::layer_qknorm;
+    o.heads = 2;
+    o.key_lengths = {6, 2};
+    o.dropout = 0.3;
+    Generator b_gen(15);
+    AttentionParams moved = in.params;
+    moved.k_bias = Tensor::uniform(in.params.k_bias.shape(), -3.0, 3.0, b_gen, DType::f64);
+    {
+      NoGradGuard no_grad;
+      Generator a(5), b(5);
+      o.generator = &a;
+      const Tensor base = attention(in.q, in.k, in.v, in.params, o).out;
+      o.generator = &b;
+      CHECK(max_abs_diff(attention(in.q, in.k, in.v, moved, o).out, base) < 1e-12);
+    }
+    Generator a(6), seed_gen(7);
+    o.generator = &a;
+    const Tensor out = attention(in.q, in.k, in.v, in.params, o).out;
+    out.backward(Tensor::randn(out.shape(), seed_gen, DType::f64));
+    CHECK(max_abs(in.params.q_bias.grad()) > 1e-3);
+    CHECK(max_abs(in.params.k_bias.grad()) < 1e-12);
   }
 }
 
