@@ -15,7 +15,7 @@
 # A finished (mode, seed) is not trained again (delete its directory to redo it); an
 # interrupted one is resumed (--resume), so the script can be stopped and restarted at will.
 # Each finished run's records (test.json, test.txt, metrics.jsonl, attention-stats.jsonl,
-# options.json, curves.svg: a few hundred KB) are copied to experiments/results/NAME/MODE-seedN/, which is
+# gains.txt, options.json, curves.svg: a few hundred KB) are copied to experiments/results/NAME/MODE-seedN/, which is
 # committed: a checkout without experiments/runs/ (a new machine) keeps them, does not train
 # those runs again, and summarize.py reads them.
 # experiments/ted_gl_en.sh and experiments/multi30k_en_de.sh call this with the recipes of
@@ -53,7 +53,7 @@ mkdir -p "$root"
 archive() {
   local run=$1 record=$2 f
   mkdir -p "$record"
-  for f in test.json test.txt metrics.jsonl attention-stats.jsonl options.json curves.svg; do
+  for f in test.json test.txt metrics.jsonl attention-stats.jsonl gains.txt options.json curves.svg; do
     if [ -f "$run/$f" ]; then cp "$run/$f" "$record/$f"; fi
   done
 }
@@ -86,6 +86,7 @@ run_one() {
   "$translate" eval --run "$run" --split test --tokenize "$tokenize" > "$run/test.txt"
   cat "$run/test.txt"
   "$translate" attention-stats --run "$run" --split test --out "$run/attention-stats.jsonl"
+  python3 experiments/gains.py "$run" > "$run/gains.txt"  # the learned g / γ / β (checkpoints are not kept)
   local k line
   for k in $heatmaps; do
     line=$(sed -n "${k}p" "$data/test.$src")

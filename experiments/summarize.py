@@ -94,7 +94,9 @@ def main(root, name, runs_root):
     out.append("| attention | runs | test BLEU mean ± sd (min–max) | chrF mean ± sd |")
     out.append("|---|--:|--:|--:|")
     for mode, ((bm, bs), (cm, cs), bleus) in summary.items():
-        if bleus:
+        if len(bleus) == 1:  # one run: no spread to show
+            out.append(f"| {mode} | 1 | {fmt(bm)} | {fmt(cm, 1)} |")
+        elif bleus:
             out.append(f"| {mode} | {len(bleus)} | {fmt(bm)} ± {fmt(bs)} ({fmt(min(bleus))}–{fmt(max(bleus))}) | "
                        f"{fmt(cm, 1)} ± {fmt(cs, 1)} |")
     out.append("")
@@ -128,15 +130,19 @@ def gain_table(out, mode, q):
     """The learned gains per module: QKNorm's g, or the mean of each q_norm / k_norm γ."""
     if q:
         what = "The QKNorm gain g" if mode == "qknorm" else f"The {mode} gains (mean of each γ over its dimensions)"
-        out.append(f"## {what} of every attention module (mean over seeds)\n")
+        over = "mean over seeds" if len(q) > 1 else "1 run"
+        out.append(f"## {what} of every attention module ({over})\n")
         modules = sorted(q[0]["g_last"])
-        out.append(f"| module | g at the first log line (step {q[0]['g_first_step']}) | g at the end |")
+        sym = "g" if mode == "qknorm" else "mean γ"
+        out.append(f"| module | {sym} at the first log line (step {q[0]['g_first_step']}) | {sym} at the end |")
         out.append("|---|--:|--:|")
         for mod in modules:
             first = statistics.mean(r["g_first"].get(mod, float("nan")) for r in q)
             last = statistics.mean(r["g_last"].get(mod, float("nan")) for r in q)
             out.append(f"| {mod} | {first:.2f} | {last:.2f} |")
-        out.append("\nThe whole curves are in each run's metrics.jsonl (`g`) and curves.svg.\n")
+        out.append("\nThe whole curves are in each run's metrics.jsonl (`g`) and curves.svg"
+                   + ("." if mode == "qknorm" else "; each run's gains.txt has γ_q ⊙ γ_k (and β) per module, "
+                      "from its best checkpoint (experiments/gains.py).") + "\n")
 
 
 def attention_table(out, runs, present):
