@@ -44,6 +44,7 @@ def load_run(path):
     evals = [m for m in metrics if "dev_bleu" in m]
     logs = [m for m in metrics if "train_loss" in m]
     run["best_dev_bleu"] = max((m["dev_bleu"] for m in evals), default=float("nan"))
+    run["evals"] = [(m["step"], m["dev_bleu"]) for m in evals]
     # Where it converged: the epoch of the best dev BLEU (the first such evaluation, as the
     # trainer keeps the first best), from the nearest log line at or before its step.
     best_step = next((m["step"] for m in evals if m["dev_bleu"] == run["best_dev_bleu"]), None)
@@ -117,6 +118,7 @@ def main(root, name, runs_root):
         if mode in summary and "scaled_dot" in summary:
             out.append(f"{mode} − scaled dot: {summary[mode][0][0] - summary['scaled_dot'][0][0]:+.2f} BLEU "
                        f"({len(summary[mode][2])} run{'s' if len(summary[mode][2]) > 1 else ''}).\n")
+    dev_by_step_table(out, runs, present)
     for mode in ("qknorm", "rms_qknorm", "layer_qknorm"):
         gain_table(out, mode, [r for _, r in runs.get(mode, [])])
     attention_table(out, runs, present)
@@ -124,6 +126,28 @@ def main(root, name, runs_root):
     out.append(f"Test sentences {HEATMAPS}, every layer and head: `{runs_root}/MODE-seedN/heatmap-K-{{encoder,decoder,cross}}.svg` "
                "in each run directory (not committed; drawn again by `qkgrad-translate attention --run RUN`).")
     print("\n".join(out))
+
+
+def dev_by_step_table(out, runs, present, every=4000):
+    """The best dev BLEU each run had reached by step S: runs of unequal length compared at equal steps."""
+    rows = [(mode, seed, r) for mode in present for seed, r in sorted(runs[mode]) if r.get("evals")]
+    if not rows:
+        return
+    last = max(r["evals"][-1][0] for _, _, r in rows)
+    steps = list(range(every, last + 1, every))
+    out.append("## Best dev BLEU by step (runs of unequal length at equal steps)\n")
+    out.append("| attention | seed | " + " | ".join(f"{s:,}" for s in steps) + " |")
+    out.append("|---|--:|" + "--:|" * len(steps))
+    for mode, seed, r in rows:
+        cells = []
+        for s in steps:
+            if r["evals"][-1][0] >= s:
+                cells.append(f"{max(b for t, b in r['evals'] if t <= s):.2f}")
+            else:
+                cells.append("")
+        out.append(f"| {mode} | {seed} | " + " | ".join(cells) + " |")
+    out.append("\nBest dev BLEU (300 dev sentences) over the evaluations at or before each step; empty once "
+               "a run had stopped. Runs whose metrics.jsonl was lost are not listed.\n")
 
 
 def gain_table(out, mode, q):
