@@ -106,6 +106,25 @@ double max_abs(const Tensor& t) {
   return m;
 }
 
+// The largest difference between the outputs with in's parameters and with `other`, on the same
+// inputs and dropout stream.
+double output_difference(const Inputs& in, const AttentionParams& other, AttentionOptions o) {
+  NoGradGuard no_grad;
+  Generator a(5), b(5);
+  o.generator = &a;
+  const Tensor base = attention(in.q, in.k, in.v, in.params, o).out;
+  o.generator = &b;
+  return max_abs_diff(attention(in.q, in.k, in.v, other, o).out, base);
+}
+
+// The op's backward from a random seed gradient, into the leaves' grad().
+void backward_with_seed(const Inputs& in, AttentionOptions o) {
+  Generator a(6), seed_gen(7);
+  o.generator = &a;
+  const Tensor out = attention(in.q, in.k, in.v, in.params, o).out;
+  out.backward(Tensor::randn(out.shape(), seed_gen, DType::f64));
+}
+
 }  // namespace
 
 TEST_CASE("rms_qknorm and layer_qknorm equal their composition in value and every gradient (1e-10)", "[attention][qknorm-modes]") {
@@ -201,19 +220,9 @@ TEST_CASE("rms_qknorm's logits see only the product γ_q ⊙ γ_k, so equal gain
     AttentionParams moved = in.params;
     moved.q_gain = (in.params.q_gain * c).detach();
     moved.k_gain = (in.params.k_gain / c).detach();
-    {
-      NoGradGuard no_grad;
-      Generator a(5), b(5);
-      o.generator = &a;
-      const Tensor base = attention(in.q, in.k, in.v, in.params, o).out;
-      o.generator = &b;
-      CHECK(max_abs_diff(attention(in.q, in.k, in.v, moved, o).out, base) < 1e-12);
-    }
+    CHECK(output_difference(in, moved, o) < 1e-12);
     in.params.k_gain = in.params.q_gain.detach().clone().requires_grad_();  // γ_k = γ_q
-    Generator a(6), seed_gen(7);
-    o.generator = &a;
-    const Tensor out = attention(in.q, in.k, in.v, in.params, o).out;
-    out.backward(Tensor::randn(out.shape(), seed_gen, DType::f64));
+    backward_with_seed(in, o);
     CHECK(max_abs(in.params.q_gain.grad()) > 1e-3);  // not trivially zero
     CHECK(max_abs_diff(in.params.q_gain.grad(), in.params.k_gain.grad()) < 1e-12);
   }
@@ -235,18 +244,8 @@ TEST_CASE("layer_qknorm's key bias β_k has no effect: the output ignores it and
     Generator b_gen(15);
     AttentionParams moved = in.params;
     moved.k_bias = Tensor::uniform(in.params.k_bias.shape(), -3.0, 3.0, b_gen, DType::f64);
-    {
-      NoGradGuard no_grad;
-      Generator a(5), b(5);
-      o.generator = &a;
-      const Tensor base = attention(in.q, in.k, in.v, in.params, o).out;
-      o.generator = &b;
-      CHECK(max_abs_diff(attention(in.q, in.k, in.v, moved, o).out, base) < 1e-12);
-    }
-    Generator a(6), seed_gen(7);
-    o.generator = &a;
-    const Tensor out = attention(in.q, in.k, in.v, in.params, o).out;
-    out.backward(Tensor::randn(out.shape(), seed_gen, DType::f64));
+    CHECK(output_difference(in, moved, o) < 1e-12);
+    backward_with_seed(in, o);
     CHECK(max_abs(in.params.q_bias.grad()) > 1e-3);
     CHECK(max_abs(in.params.k_bias.grad()) < 1e-12);
   }
