@@ -21,15 +21,17 @@
 # Seeds 1 and 2 for qknorm and scaled_dot, seed 1 for rms_qknorm and layer_qknorm (PAIRS, a
 # list of SEED:MODE:MODE, changes that); the two runs of a pair train side by side with one
 # thread each. Extra options go after the recipe and override it: the equal-steps check is
-#   NAME=ted-equal-steps PAIRS=1:qknorm:scaled_dot experiments/converged.sh ted --patience 1000 --max-steps 25000 An interrupted run resumes where it
-# stopped (experiments/qknorm_vs_scaled_dot.sh), and a finished run's records are copied to
-# experiments/results/NAME-converged/MODE-seedN/ (committed), so the script trains only what
-# has no record yet: start it again to go on. The run directories (experiments/runs/, not
-# committed) do not survive a move to a new machine: a pair that cannot finish in one session
-# (3 to 3.7 hours on a 2-core AMD EPYC Zen 2 before the -fno-trapping-math build) is stopped with `experiments/park.sh NAME` before
-# the session ends, which copies it to experiments/parked/ (untracked, never committed), and this
-# script first restores what is parked there. Commit a finished pair's records.
-# Tables: experiments/results/NAME-converged.md.
+#   NAME=ted-equal-steps PAIRS=1:qknorm:scaled_dot experiments/converged.sh ted \
+#     --patience 1000 --max-steps 25000
+# NAME (default CORPUS-converged) names the run directories, experiments/runs/NAME/, and the
+# records. An interrupted run resumes where it stopped (experiments/qknorm_vs_scaled_dot.sh),
+# and a finished run's records are copied to experiments/results/NAME/MODE-seedN/ (committed),
+# so the script trains only what has no record yet: start it again to go on. The run
+# directories (not committed) do not survive a move to a new machine: a pair that cannot finish
+# in one session (3 to 3.7 hours on a 2-core AMD EPYC Zen 2 before the -fno-trapping-math
+# build) is stopped with `experiments/park.sh NAME` before the session ends, which copies it to
+# experiments/parked/ (untracked, never committed), and this script first restores what is
+# parked there. Commit a finished pair's records. Table: experiments/results/NAME.md.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 corpus=${1:-}
@@ -37,7 +39,7 @@ corpus=${1:-}
 case "$corpus" in
   ted) data=../shared/data/ted-gl-en src=gl tgt=en tokenize=none epoch=160 ;;
   multi30k) data=../shared/data/multi30k-en-de src=en tgt=de tokenize=13a epoch=194 ;;
-  *) sed -n '2,32p' "$0"; exit 2 ;;
+  *) sed -n '2,34p' "$0"; exit 2 ;;
 esac
 name=${NAME:-$corpus-converged}
 recipe=(--preset paper --layers 2 --d-model 128 --heads 4 --ffn 512 --vocab-size 4000 --batch-tokens 3000
