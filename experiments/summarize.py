@@ -102,18 +102,7 @@ def main(root, name, runs_root):
                        f"{fmt(cm, 1)} ± {fmt(cs, 1)} |")
     out.append("")
     if "qknorm" in summary and "scaled_dot" in summary:
-        diff = summary["qknorm"][0][0] - summary["scaled_dot"][0][0]
-        spread = max(max(b) - min(b) for _, _, b in (summary["qknorm"], summary["scaled_dot"]))
-        lo_q, hi_s = min(summary["qknorm"][2]), max(summary["scaled_dot"][2])
-        hi_q, lo_s = max(summary["qknorm"][2]), min(summary["scaled_dot"][2])
-        if lo_q > hi_s:
-            verdict = "every QKNorm run scores above every scaled dot-product run"
-        elif lo_s > hi_q:
-            verdict = "every scaled dot-product run scores above every QKNorm run"
-        else:
-            verdict = "the two modes' ranges overlap: the difference is within seed noise"
-        out.append(f"Difference of the means (QKNorm − scaled dot): **{diff:+.2f} BLEU**; the largest spread between "
-                   f"seeds of one mode is {spread:.2f} BLEU; {verdict}.\n")
+        out.append(qknorm_verdict(summary["qknorm"][2], summary["scaled_dot"][2]))
     for mode in ("rms_qknorm", "layer_qknorm"):
         if mode in summary and "scaled_dot" in summary:
             out.append(f"{mode} − scaled dot: {summary[mode][0][0] - summary['scaled_dot'][0][0]:+.2f} BLEU "
@@ -126,6 +115,23 @@ def main(root, name, runs_root):
     out.append(f"Test sentences {HEATMAPS}, every layer and head: `{runs_root}/MODE-seedN/heatmap-K-{{encoder,decoder,cross}}.svg` "
                "in each run directory (not committed; drawn again by `qkgrad-translate attention --run RUN`).")
     print("\n".join(out))
+
+
+def qknorm_verdict(q, s):
+    """One sentence on QKNorm − scaled dot from the test BLEU of each mode's runs (q, s: lists)."""
+    diff = sum(q) / len(q) - sum(s) / len(s)
+    if len(q) == 1 and len(s) == 1:
+        return (f"Difference (QKNorm − scaled dot): **{diff:+.2f} BLEU**, one run of each: no spread between seeds "
+                "is measured here, so this alone cannot tell the difference from seed noise.\n")
+    spread = max(max(b) - min(b) for b in (q, s))
+    if min(q) > max(s):
+        verdict = "every QKNorm run scores above every scaled dot-product run"
+    elif min(s) > max(q):
+        verdict = "every scaled dot-product run scores above every QKNorm run"
+    else:
+        verdict = "the two modes' ranges overlap: the difference is within seed noise"
+    return (f"Difference of the means (QKNorm − scaled dot): **{diff:+.2f} BLEU**; the largest spread between "
+            f"seeds of one mode is {spread:.2f} BLEU; {verdict}.\n")
 
 
 def dev_by_step_table(out, runs, present, every=4000):
