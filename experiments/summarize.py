@@ -24,21 +24,47 @@ MODES = ("qknorm", "scaled_dot", "rms_qknorm", "layer_qknorm")  # ops/attention.
 HEATMAPS = "1–3"  # qknorm_vs_scaled_dot.sh's default HEATMAPS
 
 
+def read_json(path):
+    """One JSON object from a file; a malformed one ends the program naming the file."""
+    try:
+        with open(path) as f:
+            value = json.load(f)
+    except json.JSONDecodeError as e:
+        sys.exit(f"error: {path}: not JSON ({e}); restore it from git or from the run directory")
+    if not isinstance(value, dict):
+        sys.exit(f"error: {path}: not a JSON object")
+    return value
+
+
 def read_jsonl(path):
+    """One JSON object a line; a malformed line ends the program naming the file and the line."""
+    rows = []
     with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                sys.exit(f"error: {path}:{number}: not a JSON line ({e})")
+            if not isinstance(rows[-1], dict):
+                sys.exit(f"error: {path}:{number}: not a JSON object")
+    return rows
 
 
 def load_run(path):
     run = {"path": path}
-    with open(os.path.join(path, "test.json")) as f:
-        run.update(json.load(f))
+    test_path = os.path.join(path, "test.json")
+    run.update(read_json(test_path))
+    for key in ("bleu", "chrf"):
+        if not isinstance(run.get(key), (int, float)):
+            sys.exit(f"error: {test_path}: has no number '{key}' (qknorm_vs_scaled_dot.sh writes "
+                     '{"bleu": B, "chrf": C} after the test decode)')
     stats_path = os.path.join(path, "attention-stats.jsonl")
     run["attention"] = read_jsonl(stats_path) if os.path.exists(stats_path) else []
     summary_path = os.path.join(path, "summary.json")
     if not os.path.exists(os.path.join(path, "metrics.jsonl")) and os.path.exists(summary_path):
-        with open(summary_path) as f:
-            run.update(json.load(f))
+        run.update(read_json(summary_path))
         return run
     metrics = read_jsonl(os.path.join(path, "metrics.jsonl"))
     evals = [m for m in metrics if "dev_bleu" in m]

@@ -11,10 +11,10 @@
 #     --fuzz SECONDS  also run each libFuzzer target (scripts/fuzz.sh) for SECONDS.
 #   CI (.ci/run) passes both: --sanitize --fuzz 60.
 # Counts: the layer check (and its planted-include self-test), each committed experiment table
-# (regenerated from its records), every Catch2 test case (those under mpirun too), every op
-# checked by qkgrad-gradcheck, the suite once more on the other float32 GEMM provider (OpenBLAS,
-# where oneDNN is the default), the CUDA emulation, the CUDA build, and (when asked) the
-# sanitized suite and each fuzz target.
+# (regenerated from its records), each test of the experiments' Python helpers, every Catch2
+# test case (those under mpirun too), every op checked by qkgrad-gradcheck, the suite once more
+# on the other float32 GEMM provider (OpenBLAS, where oneDNN is the default), the CUDA
+# emulation, the CUDA build, and (when asked) the sanitized suite and each fuzz target.
 # The last line is always "N passed, N failed"; the exit status is non-zero on any failure.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
@@ -107,6 +107,18 @@ for records in experiments/results/*/; do
     failed=$((failed + 1))
   fi
 done
+
+# ---- the Python helpers of experiments/ (gains.py, summarize.py) ----
+stage "experiment helpers (python3 -m unittest tests/test_experiment_helpers.py)"
+python3 -m unittest -v tests/test_experiment_helpers.py > "$log_dir/helpers.log" 2>&1
+helpers_rc=$?
+helpers_ok=$(grep -c ' \.\.\. ok$' "$log_dir/helpers.log")
+helpers_bad=$(grep -cE ' \.\.\. (FAIL|ERROR)$' "$log_dir/helpers.log")
+if [ "$helpers_rc" -ne 0 ] && [ "$helpers_bad" -eq 0 ]; then helpers_bad=1; fi  # it did not even run
+echo "$helpers_ok passed, $helpers_bad failed"
+[ "$helpers_bad" -eq 0 ] || cat "$log_dir/helpers.log"
+passed=$((passed + helpers_ok))
+failed=$((failed + helpers_bad))
 
 # ---- Catch2 ----
 stage "Catch2 suite"

@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""Tests of the Python helpers in experiments/ (standard library only; scripts/test.sh runs them):
+gains.py reads the learned gains of a checkpoint and refuses a malformed one with an error that
+names the file; summarize.py names the file and line of a malformed record and says what one
+run per mode can and cannot tell.
+
+    python3 -m unittest tests/test_experiment_helpers.py    (from the repository root)
+"""
+import importlib.util
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GAINS = os.path.join(ROOT, "experiments", "gains.py")
+SUMMARIZE = os.path.join(ROOT, "experiments", "summarize.py")
+
+
+def run(*args):
+    """(exit status, stdout, stderr) of a helper run with python3."""
+    p = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=60)
+    return p.returncode, p.stdout, p.stderr
+
+
+def safetensors_bytes(tensors, header_edit=None):
+    """A safetensors file of F32 tensors {name: (shape, values)}; header_edit may spoil the header."""
+    header, data = {}, b""
+    for name, (shape, values) in tensors.items():
+        raw = struct.pack(f"<{len(values)}f", *values)
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    if header_edit:
+        header_edit(header)
+    text = json.dumps(header).encode()
+    return struct.pack("<Q", len(text)) + text + data
+
+
+class GainsTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.best = os.path.join(self.dir.name, "checkpoints", "best")
+        os.makedirs(self.best)
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def write(self, blob):
+        with open(os.path.join(self.best, "model.safetensors"), "wb") as f:
+            f.write(blob)
+
+    def gains(self):
+        return run(GAINS, self.dir.name)
+
+    def test_reads_g_and_per_dimension_gains(self):
+        self.write(safetensors_bytes({
+            "encoder.layers.0.self_attn.g": ([], [12.5]),
+            "decoder.layers.0.self_attn.g": ([2], [3.0, 4.0]),  # per-head g: every head is shown
+            "encoder.layers.1.self_attn.q_norm.gamma": ([4], [1.0, 2.0, 1.0, 2.0]),
+            "encoder.layers.1.self_attn.k_norm.gamma": ([4], [1.0, 2.0, 1.0, 2.0]),
+            "encoder.layers.1.self_attn.q_norm.beta": ([4], [0.5, -0.25, 0.0, 0.0]),
+            "encoder.layers.1.self_attn.k_norm.beta": ([4], [0.0, 0.0, 0.0, -0.125]),
+        }))
+        rc, out, err = self.gains()
+        self.assertEqual(rc, 0, err)
+        self.assertIn("decoder.layers.0.self_attn: g 3.000 4.000", out)
+        self.assertIn("encoder.layers.0.self_attn: g 12.500", out)
+        # γ_q⊙γ_k = [1, 4, 1, 4]: mean 2.5, √4·2.5 = 5.
+        self.assertIn("encoder.layers.1.self_attn: γ_q⊙γ_k min 1.000 mean 2.500 max 4.000 (√d·mean 5.00)", out)
+        self.assertIn("max|β_q| 0.500, max|β_k| 0.1250", out)
+
+    def test_scaled_dot_has_no_gains(self):
+        self.write(safetensors_bytes({"encoder.layers.0.norm1.gamma": ([2], [1.0, 1.0])}))
+        rc, out, _ = self.gains()
+        self.assertEqual(rc, 0)
+        self.assertIn("no learned attention gains", out)
+
+    def assertRefused(self, *fragments):
+        rc, out, err = self.gains()
+        self.assertNotEqual(rc, 0, out)
+        self.assertNotIn("Traceback", err)
+        self.assertIn("model.safetensors", err)
+        for fragment in fragments:
+            self.assertIn(fragment, err)
+
+    def test_missing_checkpoint(self):
+        self.assertRefused("not found")
+
+    def test_truncated_file(self):
+        self.write(b"\x10\x00")
+        self.assertRefused("too short")
+
+    def test_header_past_the_end(self):
+        self.write(safetensors_bytes({"a.g": ([], [1.0])})[:20])
+        self.assertRefused("runs past the end")
+
+    def test_header_not_json(self):
+        self.write(struct.pack("<Q", 5) + b"{oops")
+        self.assertRefused("not JSON")
+
+    def test_offsets_outside_the_data(self):
+        def spoil(header):
+            header["encoder.layers.0.self_attn.g"]["data_offsets"] = [0, 400]
+        self.write(safetensors_bytes({"encoder.layers.0.self_attn.g": ([], [1.0])}, spoil))
+        self.assertRefused("encoder.layers.0.self_attn.g", "data_offsets")
+
+    def test_key_gain_missing(self):
+        self.write(safetensors_bytes({"m.q_norm.gamma": ([2], [1.0, 1.0])}))
+        self.assertRefused("m.k_norm.gamma is missing")
+
+    def test_gains_of_unequal_size(self):
+        self.write(safetensors_bytes({"m.q_norm.gamma": ([2], [1.0, 1.0]), "m.k_norm.gamma": ([3], [1.0] * 3)}))
+        self.assertRefused("has 2 values but m.k_norm.gamma has 3")
+
+
+def load_summarize():
+    spec = importlib.util.spec_from_file_location("summarize", SUMMARIZE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class SummarizeTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.summarize = load_summarize()
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def record(self, entry, test, metrics):
+        path = os.path.join(self.dir.name, entry)
+        os.makedirs(path)
+        with open(os.path.join(path, "test.json"), "w") as f:
+            f.write(test)
+        with open(os.path.join(path, "metrics.jsonl"), "w") as f:
+            f.write(metrics)
+        return path
+
+    def test_one_run_each_claims_no_spread(self):
+        text = self.summarize.qknorm_verdict([8.73], [8.52])
+        self.assertIn("+0.21 BLEU", text)
+        self.assertIn("one run of each", text)
+        self.assertNotIn("every QKNorm run", text)
+
+    def test_verdicts_with_seeds(self):
+        self.assertIn("every QKNorm run scores above", self.summarize.qknorm_verdict([8.0, 8.2], [7.4, 7.6]))
+        self.assertIn("every scaled dot-product run scores above", self.summarize.qknorm_verdict([7.0], [7.4, 7.6]))
+        overlap = self.summarize.qknorm_verdict([7.0, 8.0], [7.4, 7.6])
+        self.assertIn("overlap", overlap)
+        self.assertIn("spread between seeds of one mode is 1.00 BLEU", overlap)
+
+    def test_table_from_records(self):
+        log = '{"step": 50, "epoch": 1, "train_loss": 5.0, "elapsed_s": 30, "g": {"m.g": 12.9}}\n'
+        self.record("qknorm-seed1", '{"bleu": 9.5, "chrf": 30.25}',
+                    log + '{"step": 100, "dev_bleu": 10.5, "elapsed_s": 60}\n')
+        self.record("scaled_dot-seed1", '{"bleu": 9.0, "chrf": 30.0}', '{"step": 100, "dev_bleu": 10.0, "elapsed_s": 60}\n')
+        rc, out, err = run(SUMMARIZE, self.dir.name, "toy")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("| qknorm | 1 | 9.50 | 30.2 | 10.50 | 1 | 100 | 1 min |", out)
+        self.assertIn("**+0.50 BLEU**, one run of each", out)
+
+    def test_malformed_metrics_line_is_named(self):
+        self.record("qknorm-seed1", '{"bleu": 9.5, "chrf": 30.0}', '{"step": 100, "dev_bleu": 10.5}\n{"step": 2\n')
+        rc, _, err = run(SUMMARIZE, self.dir.name, "toy")
+        self.assertNotEqual(rc, 0)
+        self.assertNotIn("Traceback", err)
+        self.assertIn(os.path.join("qknorm-seed1", "metrics.jsonl") + ":2: not a JSON line", err)
+
+    def test_test_json_without_bleu_is_named(self):
+        self.record("qknorm-seed1", '{"chrf": 30.0}', '{"step": 100, "dev_bleu": 10.5}\n')
+        rc, _, err = run(SUMMARIZE, self.dir.name, "toy")
+        self.assertNotEqual(rc, 0)
+        self.assertNotIn("Traceback", err)
+        self.assertIn("test.json: has no number 'bleu'", err)
+
+    def test_no_runs(self):
+        rc, _, err = run(SUMMARIZE, self.dir.name, "toy")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("no finished runs", err)
+
+
+if __name__ == "__main__":
+    unittest.main()
