@@ -14,17 +14,18 @@
 #
 # A finished (mode, seed) is not trained again (delete its directory to redo it); an
 # interrupted one is resumed (--resume), so the script can be stopped and restarted at will.
-# Each finished run's records (test.json, test.txt, metrics.jsonl, attention-stats.jsonl,
-# gains.txt, options.json, curves.svg: a few hundred KB) are copied to experiments/results/NAME/MODE-seedN/, which is
-# committed: a checkout without experiments/runs/ (a new machine) keeps them, does not train
-# those runs again, and summarize.py reads them.
+# Each finished run's records (test.json, test.txt, test.hyp: the test translations,
+# metrics.jsonl, attention-stats.jsonl, gains.txt, options.json, curves.svg: a few hundred KB)
+# are copied to experiments/results/NAME/MODE-seedN/, which is committed: a checkout without
+# experiments/runs/ (a new machine) keeps them, does not train those runs again, and
+# summarize.py (and experiments/lengths.py, on test.hyp) reads them.
 # experiments/ted_gl_en.sh and experiments/multi30k_en_de.sh call this with the recipes of
 # docs/results.md.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 if [ $# -lt 5 ]; then
-  sed -n '2,22p' "$0"
+  sed -n '2,23p' "$0"
   exit 2
 fi
 name=$1 data=$2 src=$3 tgt=$4 tokenize=$5
@@ -53,7 +54,7 @@ mkdir -p "$root"
 archive() {
   local run=$1 record=$2 f
   mkdir -p "$record"
-  for f in test.json test.txt metrics.jsonl attention-stats.jsonl gains.txt options.json curves.svg; do
+  for f in test.json test.txt test.hyp metrics.jsonl attention-stats.jsonl gains.txt options.json curves.svg; do
     if [ -f "$run/$f" ]; then cp "$run/$f" "$record/$f"; fi
   done
 }

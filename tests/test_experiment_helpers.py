@@ -2,7 +2,7 @@
 """Tests of the Python helpers in experiments/ (standard library only; scripts/test.sh runs them):
 gains.py reads the learned gains of a checkpoint and refuses a malformed one with an error that
 names the file; summarize.py names the file and line of a malformed record and says what one
-run per mode can and cannot tell.
+run per mode can and cannot tell; lengths.py tabulates hypothesis / reference length.
 
     python3 -m unittest tests/test_experiment_helpers.py    (from the repository root)
 """
@@ -17,6 +17,7 @@ import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GAINS = os.path.join(ROOT, "experiments", "gains.py")
+LENGTHS = os.path.join(ROOT, "experiments", "lengths.py")
 SUMMARIZE = os.path.join(ROOT, "experiments", "summarize.py")
 
 
@@ -181,6 +182,47 @@ class SummarizeTest(unittest.TestCase):
         rc, _, err = run(SUMMARIZE, self.dir.name, "toy")
         self.assertNotEqual(rc, 0)
         self.assertIn("no finished runs", err)
+
+
+class LengthsTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def write(self, name, lines):
+        path = os.path.join(self.dir.name, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("".join(line + "\n" for line in lines))
+        return path
+
+    def test_ratios_by_reference_length(self):
+        ref = self.write("test.en", ["a b c", "a " * 11 + "z", "w " * 59 + "z"])  # 3, 12 and 60 tokens
+        hyp = self.write("qknorm-seed1/test.hyp", ["a b c d", "a " * 5 + "z", "w " * 29 + "z"])  # 4, 6, 30
+        rc, out, err = run(LENGTHS, ref, hyp)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("| reference length (tokens) | segments | qknorm-seed1 |", out)
+        self.assertIn("| 0–9 | 1 | 1.33 |", out)
+        self.assertIn("| 10–19 | 1 | 0.50 |", out)
+        self.assertNotIn("| 20–29 |", out)  # an empty bucket has no row
+        self.assertIn("| 50+ | 1 | 0.50 |", out)
+        self.assertIn("| all | 3 | 0.53 |", out)  # 40 / 75
+        self.assertIn("| hypotheses under half their reference | | 0 |", out)  # 6 of 12 is half, not under
+
+    def test_refuses_a_hypothesis_file_of_another_length(self):
+        ref = self.write("test.en", ["a", "b"])
+        hyp = self.write("run/test.hyp", ["a"])
+        rc, _, err = run(LENGTHS, ref, hyp)
+        self.assertNotEqual(rc, 0)
+        self.assertNotIn("Traceback", err)
+        self.assertIn("has 1 lines but", err)
+
+    def test_missing_file(self):
+        rc, _, err = run(LENGTHS, os.path.join(self.dir.name, "nope.en"), os.path.join(self.dir.name, "nope.hyp"))
+        self.assertNotEqual(rc, 0)
+        self.assertIn("nope.en: No such file", err)
 
 
 if __name__ == "__main__":
