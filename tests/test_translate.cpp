@@ -2,6 +2,7 @@
 // subwords, beam search, the argument parser, and a tiny end-to-end train / resume / translate.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -253,6 +254,40 @@ TEST_CASE("n-best lists are ranked by score, start with the best, and score_pair
                                     c.pad_id);
     CHECK(scores[i].tokens == static_cast<int64_t>(pairs[i].tgt.size()) + 1);
     CHECK(scores[i].log_prob == Approx(-l.sum.item()).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("every n-best hypothesis's log P is score_pairs' for its tokens + eos, also when the length limit ends it",
+          "[translate]") {
+  // An untrained model rarely ends a sentence, so most beams reach the limit |x| + 4: they end
+  // there with eos scored (docs/checkpoint.md, Decoding), as teacher-forced scoring counts it.
+  const TransformerConfig c = tiny_config(6);
+  Seq2SeqTransformer model(c);
+  model.eval();
+  Generator g(4);
+  const toy::Batch b = toy::make_batch(g, 5, 10, 2, 6, false);
+  const std::vector<std::vector<int64_t>> sources = sources_of(b);
+  const BeamOptions o{3, 0.6, 4};
+  const auto nbest = beam_search_nbest(model, sources, o);
+  std::vector<Pair> pairs;
+  std::vector<double> beam_log_probs;
+  int64_t at_limit = 0;
+  for (std::size_t i = 0; i < nbest.size(); ++i) {
+    const std::size_t limit = sources[i].size() + 4;
+    for (const auto& h : nbest[i]) {
+      CHECK(h.tokens.size() <= limit);
+      if (h.tokens.size() == limit) ++at_limit;
+      const double lp = std::pow((5.0 + static_cast<double>(h.tokens.size() + 1)) / 6.0, 0.6);  // eos counted
+      CHECK(h.score == Approx(h.log_prob / lp).epsilon(1e-12));
+      pairs.push_back({sources[i], h.tokens});
+      beam_log_probs.push_back(h.log_prob);
+    }
+  }
+  CHECK(at_limit > 0);  // the limit's path ran
+  const auto scores = score_pairs(model, pairs, 1000);
+  for (std::size_t j = 0; j < pairs.size(); ++j) {
+    CHECK(scores[j].tokens == static_cast<int64_t>(pairs[j].tgt.size()) + 1);
+    CHECK(scores[j].log_prob == Approx(beam_log_probs[j]).epsilon(1e-5));
   }
 }
 

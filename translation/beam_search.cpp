@@ -71,12 +71,26 @@ std::vector<std::vector<ScoredHypothesis>> beam_search_nbest(Seq2SeqTransformer&
   for (auto& beams : live) beams[0].log_prob = 0;  // one live beam to start with
   std::vector<int64_t> previous(static_cast<std::size_t>(B * K), c.bos_id);
 
-  for (int64_t t = 0; t < steps; ++t) {
+  // Steps 0 … steps − 1 choose tokens; a sentence's step max_len only ends its live beams.
+  for (int64_t t = 0; t <= steps; ++t) {
     const Tensor logits = model.decode_step(state, Tensor::from_ids(previous, {B * K}, device));  // [B·K, V]
     const std::vector<double> lp = log_softmax(logits).to_vector();  // on the host
     for (int64_t b = 0; b < B; ++b) {
       auto& beams = live[static_cast<std::size_t>(b)];
       if (done[static_cast<std::size_t>(b)]) continue;
+      if (t == max_len[static_cast<std::size_t>(b)]) {
+        // Out of room: every live beam (|x| + max_extra tokens) ends here with eos, its log p(eos)
+        // counted as for any other ending, so that every finished score is log P(y + eos) / lp.
+        for (int64_t k = 0; k < K; ++k) {
+          const Hypothesis& h = beams[static_cast<std::size_t>(k)];
+          if (h.log_prob == kDead) continue;
+          const double log_prob = h.log_prob + lp[static_cast<std::size_t>((b * K + k) * V + c.eos_id)];
+          finished[static_cast<std::size_t>(b)].push_back(
+              {h.tokens, log_prob, log_prob / length_penalty(static_cast<int64_t>(h.tokens.size()) + 1, o.alpha)});
+        }
+        done[static_cast<std::size_t>(b)] = true;  // its rows are never read again
+        continue;
+      }
       // The best 2K continuations of all live beams (2K so that K survive even if K end here).
       std::vector<Candidate> cands;
       for (int64_t k = 0; k < K; ++k) {
@@ -119,16 +133,7 @@ std::vector<std::vector<ScoredHypothesis>> beam_search_nbest(Seq2SeqTransformer&
           parents.push_back(cand.parent);
         }
       }
-      const bool at_limit = t + 1 >= max_len[static_cast<std::size_t>(b)];
-      if (static_cast<int64_t>(finished[static_cast<std::size_t>(b)].size()) >= K || at_limit) {
-        if (at_limit) {  // out of room: the live beams finish as they are
-          for (const Hypothesis& h : next) {
-            finished[static_cast<std::size_t>(b)].push_back(
-                {h.tokens, h.log_prob, h.log_prob / length_penalty(static_cast<int64_t>(h.tokens.size()), o.alpha)});
-          }
-        }
-        done[static_cast<std::size_t>(b)] = true;
-      }
+      if (static_cast<int64_t>(finished[static_cast<std::size_t>(b)].size()) >= K) done[static_cast<std::size_t>(b)] = true;
       while (static_cast<int64_t>(next.size()) < K) {  // pad with dead beams
         next.push_back(Hypothesis{});
         parents.push_back(0);
@@ -150,7 +155,7 @@ std::vector<std::vector<ScoredHypothesis>> beam_search_nbest(Seq2SeqTransformer&
   // returned before n-best lists existed).
   for (auto& f : finished) {
     std::stable_sort(f.begin(), f.end(), [](const ScoredHypothesis& x, const ScoredHypothesis& y) { return x.score > y.score; });
-    if (f.empty()) f.push_back({{}, kDead, kDead});  // cannot happen (a sentence ends at its limit), but never empty
+    if (f.empty()) f.push_back({{}, kDead, kDead});  // cannot happen (every live beam ends at the limit), but never empty
   }
   return finished;
 }

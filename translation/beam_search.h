@@ -2,8 +2,9 @@
 //   score(Y) = log P(Y | X) / lp(Y),   lp(Y) = ((5 + |Y|) / 6)^α
 // The encoder runs once per batch of sources; the decoder runs one step at a time for all
 // B·K hypotheses together, reusing its key/value caches, which are reordered after each step to
-// follow the surviving hypotheses. A sentence is done when it has K finished hypotheses or
-// reaches |X| + max_extra tokens. Beam 1 is greedy decoding.
+// follow the surviving hypotheses. A sentence is done when it has K finished hypotheses or its
+// live beams reach |X| + max_extra tokens: then they end with eos, scored like every other
+// ending (fairseq does the same). Beam 1 is greedy decoding.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +21,7 @@ struct BeamOptions {
 };
 
 // A finished hypothesis: its tokens (no bos/eos), log P(tokens + eos | X), and the score it is
-// ranked by, log P / lp(tokens + eos). (A hypothesis cut at the length limit has no eos.)
+// ranked by, log P / lp(tokens + eos). A beam ended by the length limit has its eos scored too.
 struct ScoredHypothesis {
   std::vector<int64_t> tokens;
   double log_prob = 0;
@@ -28,7 +29,7 @@ struct ScoredHypothesis {
 };
 
 // sources: subword ids without eos. Returns every source's finished hypotheses, best first
-// (at least one, at most 2·beam when the length limit cuts live beams). Runs with autograd off;
+// (at least one, at most 2·beam when the length limit ends live beams). Runs with autograd off;
 // put the model in eval mode first.
 std::vector<std::vector<ScoredHypothesis>> beam_search_nbest(Seq2SeqTransformer& model,
                                                              const std::vector<std::vector<int64_t>>& sources,
