@@ -21,8 +21,8 @@
 # Seeds 1 and 2 for qknorm and scaled_dot, seed 1 for rms_qknorm and layer_qknorm (PAIRS, a
 # list of SEED:MODE:MODE, changes that); the two runs of a pair train side by side with one
 # thread each. Extra options go after the recipe and override it: the equal-steps check is
-#   NAME=ted-equal-steps PAIRS=1:qknorm:scaled_dot experiments/converged.sh ted \
-#     --patience 1000 --max-steps 25000
+#   NAME=ted-equal-steps PAIRS="1:qknorm:scaled_dot 2:rms_qknorm:layer_qknorm" \
+#     experiments/converged.sh ted --patience 1000 --max-steps 25000
 # NAME (default CORPUS-converged) names the run directories, experiments/runs/NAME/, and the
 # records. An interrupted run resumes where it stopped (experiments/qknorm_vs_scaled_dot.sh),
 # and a finished run's records are copied to experiments/results/NAME/MODE-seedN/ (committed),
