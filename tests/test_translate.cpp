@@ -202,6 +202,12 @@ std::vector<std::vector<int64_t>> sources_of(const toy::Batch& b) {
   return sources;
 }
 
+// The sources of a toy batch of `rows` pairs drawn from Generator(seed).
+std::vector<std::vector<int64_t>> toy_sources(uint64_t seed, int64_t rows) {
+  Generator g(seed);
+  return sources_of(toy::make_batch(g, rows, 10, 2, 6, false));
+}
+
 }  // namespace
 
 TEST_CASE("beam search with beam 1 equals greedy decoding; wider beams score at least as well", "[translate]") {
@@ -261,12 +267,9 @@ TEST_CASE("every n-best hypothesis's log P is score_pairs' for its tokens + eos,
           "[translate]") {
   // An untrained model rarely ends a sentence, so most beams reach the limit |x| + 4: they end
   // there with eos scored (docs/checkpoint.md, Decoding), as teacher-forced scoring counts it.
-  const TransformerConfig c = tiny_config(6);
-  Seq2SeqTransformer model(c);
+  Seq2SeqTransformer model(tiny_config(6));
   model.eval();
-  Generator g(4);
-  const toy::Batch b = toy::make_batch(g, 5, 10, 2, 6, false);
-  const std::vector<std::vector<int64_t>> sources = sources_of(b);
+  const std::vector<std::vector<int64_t>> sources = toy_sources(4, 5);
   const BeamOptions o{3, 0.6, 4};
   const auto nbest = beam_search_nbest(model, sources, o);
   std::vector<Pair> pairs;
