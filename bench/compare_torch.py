@@ -78,7 +78,8 @@ both attentions: the same names, shapes, order and count).
 
 On the GPU (`torch-step --device cuda`, and the `gpu` subcommand that alternates it with
 `qkgrad-bench --device cuda`): the model, the batch and Adam's state live on the GPU; PyTorch's
-TF32 is switched off (matrix products and cuDNN in IEEE float32, as qkgrad's cuBLAS path), every
+TF32 is switched off (matrix products and cuDNN in IEEE float32, as qkgrad's cuBLAS path), or on
+for both when QKGRAD_CUDA_TF32=1 (qkgrad's cuBLAS then uses TF32 tensor cores too), every
 timed step is bracketed by torch.cuda.synchronize() (the step also reads the loss back, as
 qkgrad-bench's does), and the memory reported is torch.cuda.max_memory_allocated (bytes handed to
 tensors, like qkgrad's caching-allocator peak) as peak_device_mb. Adam and gradient clipping keep
@@ -227,7 +228,7 @@ def step_parser():
     parser.add_argument("--attn", choices=["qknorm", "scaled_dot"], default="qknorm")
     parser.add_argument("--dropout", type=probability, default=0.0, metavar="P")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
-                        help="where the model, the batch and the step run (cuda: TF32 off, see the file's header)")
+                        help="where the model, the batch and the step run (cuda: TF32 as QKGRAD_CUDA_TF32 says, default off)")
     parser.add_argument("--json", action="store_true", help="print one JSON line, like qkgrad-bench --json")
     return parser
 
@@ -351,40 +352,52 @@ def peak_rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # ru_maxrss is in KiB on Linux
 
 
+def tf32_wanted():
+    """QKGRAD_CUDA_TF32=1 turns TF32 on for qkgrad's cuBLAS products (backends/cuda/cuda_backend.h);
+    the PyTorch worker reads the same variable, so one setting governs both contenders."""
+    return os.environ.get("QKGRAD_CUDA_TF32", "0") not in ("", "0")
+
+
 def prepare_gpu(torch):
-    """Checks that PyTorch sees a GPU and switches TF32 off; returns what the JSON reports about it.
+    """Checks that PyTorch sees a GPU and sets TF32 as qkgrad's run has it; returns what the JSON
+    reports about it.
 
     qkgrad's CUDA backend multiplies float32 matrices with cuBLAS in plain float32 (no TF32 tensor
-    cores), so PyTorch must too, or the comparison times less precise arithmetic. PyTorch 2.9 and
-    later have per-backend fp32_precision settings ("ieee" = no TF32) and may raise when they are
-    mixed with the older allow_tf32 flags, so only one of the two is used."""
+    cores) unless QKGRAD_CUDA_TF32=1, so PyTorch must do the same, or the comparison times
+    arithmetic of another precision. PyTorch 2.9 and later have per-backend fp32_precision
+    settings ("ieee" = no TF32, "tf32") and may raise when they are mixed with the older
+    allow_tf32 flags, so only one of the two is used."""
     if not torch.cuda.is_available():
         raise BenchError(f"--device cuda: PyTorch {torch.__version__} sees no GPU (torch.cuda.is_available() is "
                          f"False; built for CUDA {torch.version.cuda})")
+    on = tf32_wanted()
     tf32 = {}
     if hasattr(torch.backends, "fp32_precision"):  # only the new API: mixing the two can raise
-        backends = {"torch.backends": torch.backends, "torch.backends.cuda.matmul": torch.backends.cuda.matmul,
+        backends = {"torch.backends.cuda.matmul": torch.backends.cuda.matmul,
                     "torch.backends.cudnn": torch.backends.cudnn,
                     "torch.backends.cudnn.conv": getattr(torch.backends.cudnn, "conv", None),
                     "torch.backends.cudnn.rnn": getattr(torch.backends.cudnn, "rnn", None)}
+        if not on:  # the global default too ("tf32" is not a valid global value in every version)
+            backends = {"torch.backends": torch.backends, **backends}
         for name, backend in backends.items():
             if backend is None or not hasattr(backend, "fp32_precision"):
                 continue
             try:
-                backend.fp32_precision = "ieee"
+                backend.fp32_precision = "tf32" if on else "ieee"
                 tf32[name + ".fp32_precision"] = backend.fp32_precision
             except (AttributeError, RuntimeError, ValueError) as e:
                 tf32[name + ".fp32_precision"] = f"could not set: {e}"
-        if tf32.get("torch.backends.cuda.matmul.fp32_precision") != "ieee":
-            raise BenchError(f"could not switch TF32 off for matrix products: {tf32}")
+        if tf32.get("torch.backends.cuda.matmul.fp32_precision") != ("tf32" if on else "ieee"):
+            raise BenchError(f"could not switch TF32 {'on' if on else 'off'} for matrix products: {tf32}")
     else:
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-        torch.set_float32_matmul_precision("highest")
+        torch.backends.cuda.matmul.allow_tf32 = on
+        torch.backends.cudnn.allow_tf32 = on
+        torch.set_float32_matmul_precision("high" if on else "highest")
         tf32 = {"torch.backends.cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
                 "torch.backends.cudnn.allow_tf32": torch.backends.cudnn.allow_tf32,
                 "float32_matmul_precision": torch.get_float32_matmul_precision()}
-    return {"gpu": torch.cuda.get_device_name(), "torch_cuda": torch.version.cuda, "tf32_off": tf32}
+    return {"gpu": torch.cuda.get_device_name(), "torch_cuda": torch.version.cuda, "tf32": on,
+            "tf32_settings": tf32}
 
 
 def optimizer_implementation(torch, params):
@@ -455,7 +468,8 @@ def run_worker(argv):
     if o.json:
         print(json.dumps(result))
     else:
-        where = f"on {result['gpu']} (CUDA {result['torch_cuda']}, TF32 off)" if on_gpu else ""
+        where = (f"on {result['gpu']} (CUDA {result['torch_cuda']}, TF32 {'on' if result['tf32'] else 'off'})"
+                 if on_gpu else "")
         print(f"PyTorch {torch.__version__} training step: {o.layers}+{o.layers} layers, d {o.d_model}, {o.heads} heads, "
               f"ffn {o.ffn}, vocab {o.vocab}, {o.batch} x {o.src_len}/{o.tgt_len} tokens, {o.attn}, dropout {o.dropout:g}, "
               f"{result['threads']} threads" + (" " + where if where else ""))
@@ -958,7 +972,8 @@ def program_has_flag(program, flag, timeout=60):
 def gpu_table(o, attns, runs, torch_info):
     """The Markdown report of the gpu subcommand: one row per attention, medians over the rounds."""
     med = lambda rs, key: statistics.median(r[key] for r in rs) if rs else None  # noqa: E731
-    where = (f"{torch_info.get('gpu', 'GPU unknown')} (PyTorch's CUDA {torch_info.get('torch_cuda', '?')}, TF32 off)"
+    tf32 = "on for both (QKGRAD_CUDA_TF32=1)" if tf32_wanted() else "off for both"
+    where = (f"{torch_info.get('gpu', 'GPU unknown')} (PyTorch's CUDA {torch_info.get('torch_cuda', '?')}, TF32 {tf32})"
              if o.device == "cuda" else f"{machine_line()} (--device cpu: a test of this subcommand, not a GPU)")
     peak_key = "peak_device_mb" if o.device == "cuda" else "peak_rss_mb"
     lines = [f"# qkgrad vs PyTorch {torch_info.get('torch_version', '?')} on the {o.device.upper()}: one training step\n",
@@ -1005,7 +1020,8 @@ def gpu_check_lines(o, attns, runs):
 def run_gpu(argv):
     parser = argparse.ArgumentParser(
         prog="compare_torch.py gpu",
-        description="qkgrad-bench --device cuda against this script's torch-step --device cuda (TF32 off), "
+        description="qkgrad-bench --device cuda against this script's torch-step --device cuda (TF32 off, or on for "
+                    "both with QKGRAD_CUDA_TF32=1), "
                     "alternating qkgrad / PyTorch for --rounds rounds per attention; a Markdown table on stdout, "
                     "progress on stderr, every raw result appended to --jsonl. Defaults: config B (the paper's "
                     "base size), 30 timed steps after 5 warm-up.")

@@ -3,25 +3,36 @@
 # tests, qkgrad-gradcheck, the training-step benchmark against PyTorch on the GPU and a tiny
 # translation run, all inside a fixed time budget, everything logged.
 #
-#   scripts/gpu_check.sh prepare   HERE (Debian 12 with apt): downloads the Debian packages the
-#                                  build needs and the GPU machine may lack (OpenBLAS with
-#                                  OpenMP, Catch2, SentencePiece, pkgconf, and the runtime
-#                                  libraries they need) into .gpu-carry/debs/, and prints the
-#                                  exact device `run` call (carry: [".gpu-carry"]). Copies
-#                                  ../shared/data/ted-gl-en (2.6 MB) into .gpu-carry/data/ too,
-#                                  for the opt-in stage `paper`.
+#   scripts/gpu_check.sh prepare   HERE (Debian 12 with apt and nvcc): builds the GPU programs
+#                                  here (build-gpu/: -Dcuda=true for sm_90, no
+#                                  -march=native, no MPI) and packs them with the Debian
+#                                  libraries they load into .gpu-carry/bundle.tar.xz, so the
+#                                  device spends no minutes compiling; downloads the Debian
+#                                  packages a build there would need (OpenBLAS with OpenMP,
+#                                  Catch2, SentencePiece, CLI11, nlohmann-json, zlib, pkgconf and
+#                                  runtime libraries) into .gpu-carry/debs/ as the fallback; and
+#                                  prints the exact device `run` call (carry: [".gpu-carry"]).
+#                                  Copies ../shared/data/ted-gl-en (2.6 MB) into
+#                                  .gpu-carry/data/ too, for the opt-in stage `paper`.
+#                                  GPU_CHECK_NO_BUNDLE=1: the packages alone (build there).
 #   scripts/gpu_check.sh run       THERE (works here too; the GPU stages then skip): unpacks the
-#                                  packages into /tmp/qkgrad-prefix, points pkg-config and the
-#                                  compiler and loader paths at it, then the stages
-#                                  env, prefix, build, tests, gradcheck, bench, translate (and,
-#                                  when asked for, paper).
+#                                  bundle into /tmp/qkgrad-bundle and uses its programs when
+#                                  they were built from this very source tree (a fingerprint of
+#                                  every source file) and load there; else unpacks the packages
+#                                  into /tmp/qkgrad-prefix, points pkg-config and the compiler
+#                                  and loader paths at it and builds. Then the stages tests,
+#                                  gradcheck, bench, attention, translate (and, when asked for,
+#                                  tf32 and paper).
 #
 # Output of `run` goes to $OUT, or ./gpu-check-out/ when OUT is unset:
 #   gpu-check.log   everything, with the elapsed time at every stage
 #   summary.txt     one line per stage (also the end of the log)
 #   cuda-tests.txt  build-gpu/tests/qkgrad-tests "[cuda]" (Catch2's console report, durations)
 #   bench.jsonl     every raw benchmark result, one JSON line each (qkgrad-bench and PyTorch)
-#   bench.md        the benchmark table (bench/compare_torch.py gpu)
+#   bench.md        the benchmark table (bench/compare_torch.py gpu), TF32 off for both
+#   bench-tf32.md   the same with TF32 on for both (stage tf32; bench-tf32.jsonl)
+#   attention.md    the fused attention kernel against PyTorch by length (bench/gpu_attention.py;
+#                   attention.jsonl)
 #   meson-log.txt   only when `meson setup` failed
 #   paper-MODE-metrics.jsonl, paper-MODE.log  stage paper: each run's metrics and log
 # Exit status of `run`: 0 when no stage failed (skipped stages do not fail), 1 otherwise.
@@ -35,10 +46,14 @@
 #   GPU_CHECK_BENCH_FLAGS  the model and batch flags of the benchmark (default: the paper's base
 #                        size, --layers 6 --d-model 512 --heads 8 --ffn 2048 --vocab 8000
 #                        --batch 16 --src-len 64 --tgt-len 64 --steps 30 --warmup-steps 5)
+#   GPU_CHECK_DEMO_FLAGS the same for the demo's size (default --layers 2 --d-model 256 --heads 4
+#                        --ffn 1024 --vocab 4000 --batch 64 --src-len 32 --tgt-len 32, 30 + 5 steps)
+#   GPU_CHECK_BENCH_S    seconds at most for each size's comparison (default 100)
 #   GPU_CHECK_ROUNDS     rounds of qkgrad / PyTorch per attention (default 3)
-#   GPU_CHECK_STAGES     comma-separated subset of tests,gradcheck,bench,translate,paper (default
-#                        all but paper; env, prefix and build always run; the build is
-#                        incremental). paper: the paper's gl→en model (--preset paper, 4+4 × d 512)
+#   GPU_CHECK_STAGES     comma-separated subset of tests,gradcheck,bench,attention,translate,tf32,
+#                        paper (default tests,gradcheck,bench,attention,translate; env and the
+#                        bundle or prefix and build always run; a build is incremental).
+#                        tf32: the bench stage again with QKGRAD_CUDA_TF32=1 (TF32 on for both). paper: the paper's gl→en model (--preset paper, 4+4 × d 512)
 #                        on TED gl→en, qknorm then scaled_dot, each for half the time left: its
 #                        speed on the GPU and its first dev BLEU (issue 23); a second call on the
 #                        warm machine after the check: GPU_CHECK_STAGES=paper.
@@ -48,7 +63,10 @@
 #   GPU_CHECK_JOBS       ninja -j (default: every core); GPU_CHECK_NICE: nice level (default 0)
 #   GPU_CHECK_PYTHON     the Python with PyTorch (default python3)
 #   GPU_CHECK_PREFIX     where the packages are unpacked (default /tmp/qkgrad-prefix)
-#   GPU_CHECK_BUILD      the build directory (default build-gpu)
+#   GPU_CHECK_BUILD      the build directory of a build there (default build-gpu)
+#   GPU_CHECK_ATTENTION_FLAGS  flags of bench/gpu_attention.py (default: B 16, H 8, d 64,
+#                        T 64,128,256,512,1024, both modes, 20 repetitions)
+#   GPU_CHECK_NO_BUNDLE=1  ignore a carried bundle: build there
 #   GPU_CHECK_ALL_DEBS=1 also unpack libgomp1/libgfortran5/libquadmath0 when the system has them
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
@@ -68,7 +86,23 @@ PACKAGES=(libopenblas0-openmp libopenblas-openmp-dev catch2 libsentencepiece0 li
           nlohmann-json3-dev zlib1g-dev pkgconf-bin libpkgconf3 libgfortran5 libquadmath0 libgomp1)
 declare -A FALLBACK_SONAME=([libgfortran5]=libgfortran.so.5 [libquadmath0]=libquadmath.so.0
                             [libgomp1]=libgomp.so.1)
-MAX_CARRY_MIB=40
+MAX_CARRY_MIB=48
+
+# The bundle: the GPU programs built here, with the Debian libraries they load (not the C and
+# C++ runtimes, which the GPU machine has newer, nor CUDA's, which must be the machine's own).
+BUNDLE=$CARRY/bundle.tar.xz
+BUNDLE_BUILD=build-gpu  # here; on the GPU machine build-gpu is where a fallback build goes
+BUNDLE_TARGETS=(tests/qkgrad-tests-cuda examples/qkgrad-translate examples/qkgrad-gradcheck bench/qkgrad-bench
+                bench/qkgrad-bench-attention)
+BUNDLE_SYSTEM_LIBS='^(libc|libm|libstdc\+\+|libgcc_s|ld-linux-x86-64|libpthread|libdl|librt|libcuda|libcublas|libcublasLt|libnccl)\.so'
+
+# A fingerprint of the source tree: every file the build reads. The bundle records the one it
+# was built from; run uses the bundle only when the tree it was sent with has the same one.
+source_fingerprint() {
+  find meson.build meson_options.txt core backends ops nn io cli translation distributed examples bench tests \
+       corpora tools -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.c' \
+       -o -name meson.build -o -name meson_options.txt \) 2>/dev/null | LC_ALL=C sort | xargs cat | md5sum | cut -c1-16
+}
 
 usage() {
   sed -n "2,/^set -uo/p" "$0" | sed "\$d" | sed "s/^# \{0,1\}//"
@@ -139,6 +173,12 @@ prepare() {
         "$(stat -c %s "$deb")" "$(sha256sum "$deb" | cut -c1-16)"
     done
   } > "$MANIFEST"
+  if [ "${GPU_CHECK_NO_BUNDLE:-0}" = 1 ]; then
+    rm -f "$BUNDLE"
+    echo "== GPU_CHECK_NO_BUNDLE=1: no bundle; the device machine builds from the packages"
+  else
+    prepare_bundle || die "the bundle could not be built (GPU_CHECK_NO_BUNDLE=1 skips it)"
+  fi
 
   local kib mib tree_kib
   kib=$(du -sk "$CARRY" | cut -f1)
@@ -156,6 +196,41 @@ prepare() {
   echo
   echo "Now, on the device machine (one call; the script ends within GPU_CHECK_BUDGET_S = 530 s):"
   echo "  run(command=\"bash scripts/gpu_check.sh run\", carry=[\"$CARRY\"], timeout_s=600)"
+}
+
+# Builds the GPU programs here and packs them, with the libraries they load, into $BUNDLE.
+prepare_bundle() {
+  command -v nvcc >/dev/null || [ ! -x /usr/local/cuda/bin/nvcc ] || PATH=/usr/local/cuda/bin:$PATH
+  command -v nvcc >/dev/null || { echo "error: no nvcc here: the bundle needs a CUDA build" >&2; return 1; }
+  local options=(--buildtype=release -Dcuda=true -Dgpu_arch=h200 -Dwerror=false -Dmpi=disabled -Dnative_arch=false)
+  echo "== building the bundle in $BUNDLE_BUILD/ (${options[*]})"
+  if [ -f "$BUNDLE_BUILD/build.ninja" ]; then
+    meson setup --reconfigure "$BUNDLE_BUILD" "${options[@]}" >/dev/null || return 1
+  else
+    meson setup "$BUNDLE_BUILD" "${options[@]}" >/dev/null || return 1
+  fi
+  ninja -C "$BUNDLE_BUILD" "${BUNDLE_TARGETS[@]}" || return 1
+  local stage_dir target lib path
+  stage_dir=$(mktemp -d)
+  mkdir -p "$stage_dir/lib"
+  for target in "${BUNDLE_TARGETS[@]}"; do
+    mkdir -p "$stage_dir/$(dirname "$target")"
+    strip --strip-debug -o "$stage_dir/$target" "$BUNDLE_BUILD/$target" || return 1
+    # Every library it loads from the Debian system, by the name the loader asks for.
+    while read -r lib path; do
+      [[ $lib =~ $BUNDLE_SYSTEM_LIBS ]] && continue
+      [ -f "$stage_dir/lib/$lib" ] || cp -L "$path" "$stage_dir/lib/$lib"
+    done < <(ldd "$BUNDLE_BUILD/$target" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}')
+  done
+  { echo "fingerprint=$(source_fingerprint)"
+    echo "built=$(date -u '+%Y-%m-%d %H:%M UTC') on $(. /etc/os-release; echo "$PRETTY_NAME"), $(nvcc --version | tail -n 1)"
+    echo "commit=$(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
+    echo "libraries=$(ls "$stage_dir/lib" | tr '\n' ' ')"
+  } > "$stage_dir/bundle.txt"
+  tar -C "$stage_dir" -cf - . | xz -T0 -6 > "$BUNDLE" || return 1
+  rm -rf "$stage_dir"
+  echo "== $BUNDLE: $(du -h "$BUNDLE" | cut -f1)"
+  tar -xOJf "$BUNDLE" ./bundle.txt | sed 's/^/   /'
 }
 
 # ==== run (there) ====
@@ -180,7 +255,7 @@ limit() {
   [ "$cap" -lt "$min" ] && return 1
   echo "$cap"
 }
-want() { [[ ",${GPU_CHECK_STAGES:-tests,gradcheck,bench,translate}," == *",$1,"* ]]; }
+want() { [[ ",${GPU_CHECK_STAGES:-tests,gradcheck,bench,attention,translate}," == *",$1,"* ]]; }
 # try LIMIT COMMAND...: runs COMMAND under `timeout`, says so when the limit killed it.
 try() {
   local t=$1 rc
@@ -289,6 +364,56 @@ if torch.cuda.is_available():
     return 1
   fi
   result ok env "GPU: $([ $HAVE_GPU = 1 ] && nvidia-smi -L 2>/dev/null | head -n 1 || echo none)"
+}
+
+# Where the machine keeps CUDA's runtime and cuBLAS (the bundle's programs load the machine's own):
+# its toolkit, else the NVIDIA wheels next to PyTorch. Adds what it finds to LD_LIBRARY_PATH.
+find_cuda_libs() {
+  local dir dirs=("${CUDA_PATH:-/usr/local/cuda}/lib64" "${CUDA_PATH:-/usr/local/cuda}/targets/x86_64-linux/lib")
+  local site
+  site=$("$PY" -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
+  for dir in $site; do dirs+=("$dir"/nvidia/*/lib "$dir"/nvidia/cu13/lib); done
+  for dir in "${dirs[@]}"; do
+    if [ -e "$dir/libcublas.so.13" ] || [ -e "$dir/libcudart.so.13" ]; then
+      LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$dir
+    fi
+  done
+}
+
+# The bundle prepared here: used when it was built from this source tree and its programs load.
+stage_bundle() {
+  stage "bundle: the programs built by prepare ($BUNDLE)"
+  [ "${GPU_CHECK_NO_BUNDLE:-0}" = 1 ] && { result skipped bundle "GPU_CHECK_NO_BUNDLE=1: building here"; return 1; }
+  [ "$CUDA" = true ] || { result skipped bundle "GPU_CHECK_CUDA=false: building here"; return 1; }
+  [ -f "$BUNDLE" ] || { result skipped bundle "no $BUNDLE (prepare ran with GPU_CHECK_NO_BUNDLE=1?): building here"; return 1; }
+  local dir=/tmp/qkgrad-bundle have want
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  tar -C "$dir" -xJf "$BUNDLE" || { result FAILED bundle "could not unpack $BUNDLE: building here"; return 1; }
+  sed 's/^/  /' "$dir/bundle.txt"
+  want=$(sed -n 's/^fingerprint=//p' "$dir/bundle.txt")
+  have=$(source_fingerprint)
+  if [ "$want" != "$have" ]; then
+    result skipped bundle "built from other sources (fingerprint $want, this tree $have): run prepare again; building here"
+    return 1
+  fi
+  local saved=${LD_LIBRARY_PATH:-}
+  export LD_LIBRARY_PATH=$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  find_cuda_libs
+  local target missing=""
+  for target in "${BUNDLE_TARGETS[@]}"; do
+    missing+=$(ldd "$dir/$target" 2>&1 | awk '/not found/ {printf " %s", $1}')
+    "$dir/$target" --help >/dev/null 2>&1 || missing+=" ($target --help fails: $("$dir/$target" --help 2>&1 | head -n 1))"
+  done
+  echo "  LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  ldd "$dir/bench/qkgrad-bench" | grep -E 'openblas|dnnl|gomp|cuda|cublas|sentencepiece|not found' | sed 's/^[[:space:]]*/   /'
+  if [ -n "$missing" ]; then
+    export LD_LIBRARY_PATH=$saved
+    result FAILED bundle "its programs do not load here:$missing; building here"
+    return 1
+  fi
+  BUILD=$dir
+  result ok bundle "built from this tree ($have); every program loads"
 }
 
 # The prefix: every .deb unpacked, .pc files and absolute links rewritten, the search paths set.
@@ -401,8 +526,8 @@ print("ok")' "$blas/libopenblas.so.0" "$lib/libsentencepiece.so.0" "$lib/libsent
 }
 
 stage_build() {
-  stage "build: meson setup $BUILD -Dcuda=$CUDA -Dgpu_arch=h200 -Dwerror=false; ninja -j $JOBS"
-  local t options=(-Dcuda="$CUDA" -Dgpu_arch=h200 -Dwerror=false)
+  stage "build: meson setup $BUILD -Dcuda=$CUDA -Dgpu_arch=h200 -Dwerror=false -Dmpi=disabled; ninja -j $JOBS"
+  local t options=(-Dcuda="$CUDA" -Dgpu_arch=h200 -Dwerror=false -Dmpi=disabled)
   t=$(limit 150 30) || { result FAILED build "no time left to configure"; return 1; }
   local setup=(meson setup "$BUILD" "${options[@]}")
   [ -f "$BUILD/build.ninja" ] && setup=(meson setup --reconfigure "$BUILD" "${options[@]}")
@@ -420,7 +545,8 @@ stage_build() {
   try "$t" nice -n "$NICE" ninja -C "$BUILD" -k 0 -j "$JOBS"
   local rc=$?
   local exe missing=()
-  for exe in tests/qkgrad-tests examples/qkgrad-gradcheck bench/qkgrad-bench examples/qkgrad-translate; do
+  for exe in tests/qkgrad-tests examples/qkgrad-gradcheck bench/qkgrad-bench bench/qkgrad-bench-attention \
+             examples/qkgrad-translate; do
     [ -x "$BUILD/$exe" ] || missing+=("$exe")
   done
   if [ -x "$BUILD/bench/qkgrad-bench" ]; then
@@ -429,18 +555,21 @@ stage_build() {
   fi
   if [ $rc -ne 0 ]; then
     result FAILED build "ninja exit status $rc after $((SECONDS - start)) s; not built: ${missing[*]:-none}"
-    [ ${#missing[@]} -lt 4 ] || return 1
+    [ ${#missing[@]} -lt 5 ] || return 1
     return 0  # -k 0: whatever did build is still checked below
   fi
   result ok build "built in $((SECONDS - start)) s"
 }
 
 stage_tests() {
-  stage "tests: $BUILD/tests/qkgrad-tests \"[cuda]\""
-  [ -x "$BUILD/tests/qkgrad-tests" ] || { result FAILED tests "not built"; return; }
+  # The bundle has the GPU's test files alone (qkgrad-tests-cuda); a build here has them all.
+  local exe=$BUILD/tests/qkgrad-tests-cuda
+  [ -x "$exe" ] || exe=$BUILD/tests/qkgrad-tests
+  stage "tests: $exe \"[cuda]\""
+  [ -x "$exe" ] || { result FAILED tests "not built"; return; }
   local t
   t=$(limit 150 20) || { result skipped tests "no time left"; return; }
-  try "$t" "$BUILD/tests/qkgrad-tests" "[cuda]" --use-colour no -d yes > "$OUTDIR/cuda-tests.txt" 2>&1
+  try "$t" "$exe" "[cuda]" --use-colour no -d yes > "$OUTDIR/cuda-tests.txt" 2>&1
   local rc=$? summary
   summary=$(grep -E "^(All tests passed|test cases:|No test)" "$OUTDIR/cuda-tests.txt" | tail -n 1)
   tail -n 60 "$OUTDIR/cuda-tests.txt"
@@ -478,35 +607,65 @@ device_ready() {
   return 0
 }
 
+# bench_config NAME FLAGS OUTFILE CAP: compare_torch.py gpu for one model size, at most CAP s.
+bench_config() {
+  local name=$1 flags=$2 out=$3 cap=$4 t per_run=60
+  t=$(limit "$cap" 45) || { echo "-- $name: no time left"; return 124; }
+  echo "-- $name ($flags), TF32 $([ "${QKGRAD_CUDA_TF32:-0}" = 1 ] && echo on || echo off) for both, at most $t s"
+  # shellcheck disable=SC2086
+  try "$t" "$PY" bench/compare_torch.py gpu --device "$DEVICE" --qkgrad "$BUILD/bench/qkgrad-bench" \
+    $flags --rounds "$ROUNDS" --attn qknorm,scaled_dot --timeout "$per_run" \
+    --budget $((t - per_run - 10 > 0 ? t - per_run - 10 : 1)) --jsonl "${out%.md}.jsonl" >> "$out"
+}
+
+# The training step against PyTorch's on the GPU, TF32 as QKGRAD_CUDA_TF32 says: the paper's base
+# size (BENCH_FLAGS) into OUTFILE, then the demo's size (DEMO_FLAGS) below it.
 stage_bench() {
-  stage "bench: qkgrad-bench and PyTorch, --device $DEVICE, alternating, $ROUNDS rounds per attention"
+  local name=$1 out=$OUTDIR/$2
+  stage "$name: qkgrad-bench and PyTorch, --device $DEVICE, alternating, $ROUNDS rounds per attention"
   local why
-  why=$(device_ready) || { result skipped bench "$why"; return; }
-  [ -x "$BUILD/bench/qkgrad-bench" ] || { result FAILED bench "qkgrad-bench not built"; return; }
-  echo "-- $BUILD/bench/qkgrad-bench --help:"
-  "$BUILD/bench/qkgrad-bench" --help 2>&1 | sed 's/^/   /'
+  why=$(device_ready) || { result skipped "$name" "$why"; return; }
+  [ -x "$BUILD/bench/qkgrad-bench" ] || { result FAILED "$name" "qkgrad-bench not built"; return; }
   if ! "$BUILD/bench/qkgrad-bench" --help 2>&1 | grep -q -- '--device'; then
     echo "!! qkgrad-bench HAS NO --device FLAG: bench/bench_train.cpp cannot run on the GPU yet;"
     echo "!! only PyTorch is timed below"
   fi
-  # Leave translate its minute; each run has its own timeout, and none starts in the last one.
-  local t per_run=60
-  t=$(limit $((BUDGET - SECONDS - 75)) 60) || { result skipped bench "no time left"; return; }
-  # shellcheck disable=SC2086
-  try "$t" "$PY" bench/compare_torch.py gpu --device "$DEVICE" --qkgrad "$BUILD/bench/qkgrad-bench" \
-    $BENCH_FLAGS --rounds "$ROUNDS" --attn qknorm,scaled_dot --timeout "$per_run" \
-    --budget $((t - per_run - 10 > 0 ? t - per_run - 10 : 1)) --jsonl "$OUTDIR/bench.jsonl" \
-    > "$OUTDIR/bench.md"
-  local rc=$?
+  rm -f "$out" "${out%.md}.jsonl"
+  local rc=0
+  bench_config "base size" "$BENCH_FLAGS" "$out" "$BENCH_S" || rc=$?
+  echo >> "$out"
+  bench_config "demo size" "$DEMO_FLAGS" "$out" "$BENCH_S" || rc=$?
   echo
-  cat "$OUTDIR/bench.md"
+  cat "$out"
   local ratios
-  ratios=$(awk -F'|' '/^\| (qknorm|scaled_dot) \|/ {gsub(/ /, "", $2); gsub(/ /, "", $8); printf "%s %s ", $2, $8}' \
-           "$OUTDIR/bench.md")
+  ratios=$(awk -F'|' '/^\| (qknorm|scaled_dot) \|/ {gsub(/ /, "", $2); gsub(/ /, "", $8); printf "%s %s ", $2, $8}' "$out")
   if [ $rc -eq 0 ]; then
-    result ok bench "PyTorch time / qkgrad time: ${ratios:-?}(bench.md)"
+    result ok "$name" "PyTorch time / qkgrad time (base, then demo): ${ratios:-?}($(basename "$out"))"
   else
-    result FAILED bench "exit status $rc; ${ratios:+PyTorch time / qkgrad time: $ratios}see bench.md and the log"
+    result FAILED "$name" "exit status $rc; ${ratios:+PyTorch time / qkgrad time: $ratios}see $(basename "$out") and the log"
+  fi
+}
+
+# The fused attention kernel against PyTorch's by length (bench/gpu_attention.py).
+stage_attention() {
+  stage "attention: qkgrad-bench-attention --device $DEVICE against PyTorch, T = 64 … 1024"
+  local why t
+  why=$(device_ready) || { result skipped attention "$why"; return; }
+  [ "$DEVICE" = cuda ] || { result skipped attention "needs --device cuda"; return; }
+  [ -x "$BUILD/bench/qkgrad-bench-attention" ] || { result FAILED attention "qkgrad-bench-attention not built"; return; }
+  t=$(limit 120 30) || { result skipped attention "no time left"; return; }
+  # shellcheck disable=SC2086
+  try "$t" "$PY" bench/gpu_attention.py --qkgrad "$BUILD/bench/qkgrad-bench-attention" $ATTENTION_FLAGS \
+    --jsonl "$OUTDIR/attention.jsonl" > "$OUTDIR/attention.md"
+  local rc=$?
+  cat "$OUTDIR/attention.md"
+  local ratios
+  ratios=$(awk -F'|' '$4 + 0 == 1024 {gsub(/ /, "", $2); gsub(/ /, "", $3); gsub(/ /, "", $8); printf "%s/%s %s ", $2, $3, $8}' \
+           "$OUTDIR/attention.md")
+  if [ $rc -eq 0 ]; then
+    result ok attention "PyTorch time / qkgrad time at T 1024: ${ratios:-?}(attention.md)"
+  else
+    result FAILED attention "exit status $rc; see attention.md and the log"
   fi
 }
 
@@ -603,16 +762,24 @@ PY
 run_all() {
   echo "scripts/gpu_check.sh run: budget $BUDGET s, -Dcuda=$CUDA, device $DEVICE, build $BUILD, prefix $PREFIX, output $OUTDIR"
   stage_env || true
-  if stage_prefix; then
-    :
+  local built=0
+  if stage_bundle; then
+    built=1
   else
-    echo "!! continuing with the machine's own packages (the build may fail)"
+    if stage_prefix; then
+      :
+    else
+      echo "!! continuing with the machine's own packages (the build may fail)"
+    fi
+    stage_build && built=1
   fi
-  if stage_build; then
+  if [ $built = 1 ]; then
     want tests && stage_tests
     want gradcheck && stage_gradcheck
-    want bench && stage_bench
+    want bench && stage_bench bench bench.md
+    want attention && stage_attention
     want translate && stage_translate
+    want tf32 && QKGRAD_CUDA_TF32=1 stage_bench tf32 bench-tf32.md
     want paper && stage_paper
   fi
   stage "summary"
@@ -633,6 +800,9 @@ run() {
   NICE=${GPU_CHECK_NICE:-0}
   PY=${GPU_CHECK_PYTHON:-python3}
   BENCH_FLAGS=${GPU_CHECK_BENCH_FLAGS:---layers 6 --d-model 512 --heads 8 --ffn 2048 --vocab 8000 --batch 16 --src-len 64 --tgt-len 64 --steps 30 --warmup-steps 5}
+  DEMO_FLAGS=${GPU_CHECK_DEMO_FLAGS:---layers 2 --d-model 256 --heads 4 --ffn 1024 --vocab 4000 --batch 64 --src-len 32 --tgt-len 32 --steps 30 --warmup-steps 5}
+  BENCH_S=${GPU_CHECK_BENCH_S:-100}
+  ATTENTION_FLAGS=${GPU_CHECK_ATTENTION_FLAGS:-}
   HAVE_GPU=0
   [[ $CUDA == true || $CUDA == false ]] || die "GPU_CHECK_CUDA must be true or false, got '$CUDA'"
   [[ $DEVICE == cuda || $DEVICE == cpu ]] || die "GPU_CHECK_DEVICE must be cuda or cpu, got '$DEVICE'"
