@@ -135,6 +135,7 @@ Json read_config_json(const std::string& dir) {
 // "" if every element of t is finite, else what the first bad one is: "NaN at element 17".
 std::string first_non_finite(const Tensor& t) {
   if (!is_floating(t.dtype())) return "";
+  NoGradGuard reading;  // a parameter in training requires grad; reading its values is no op of the tape
   const Tensor host = t.to(Device::cpu);  // the same tensor when it is on the host
   auto scan = [&](const auto* p) -> std::string {
     for (int64_t i = 0; i < host.numel(); ++i) {

@@ -24,6 +24,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -34,6 +36,7 @@
 #include "core/backend.h"
 #include "core/error.h"
 #include "core/tensor.h"
+#include "io/checkpoint.h"
 #include "nn/optim.h"
 #include "nn/transformer.h"
 #include "ops/checks/op_cases.h"
@@ -1157,6 +1160,13 @@ void compare_training(const TransformerConfig& c) {
   // relative in float32, 1e-8 in float64 (Adam's m/√v can amplify the difference of
   // nearly-zero gradients, still far below these).
   const double rel = f32 ? 1e-4 : 1e-8;
+  // The evidence, printed whether or not the checks pass (scripts/gpu_check.sh keeps it).
+  std::printf("5 training steps, %s\n", describe_config(c).c_str());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    std::printf("  step %zu: loss gpu %.9g cpu %.9g (rel. diff %.2e); gradient norm gpu %.9g cpu %.9g\n", i + 1,
+                got[i].loss, want[i].loss, std::fabs(got[i].loss - want[i].loss) / std::fabs(want[i].loss),
+                got[i].grad_norm, want[i].grad_norm);
+  }
   for (std::size_t i = 0; i < want.size(); ++i) {
     INFO("step " << i + 1 << ": loss gpu " << num(got[i].loss) << ", cpu " << num(want[i].loss)
                  << "; gradient norm gpu " << num(got[i].grad_norm) << ", cpu "
@@ -1262,6 +1272,35 @@ TEST_CASE("cuda: after two warm-up steps, training makes no system allocation (c
   CHECK(after.system_allocations == before.system_allocations);
   CHECK(after.cache_hits > before.cache_hits);
   CHECK(after.bytes_in_use == before.bytes_in_use);  // nothing leaks from step to step
+}
+
+// What the trainer does at every evaluation: save_checkpoint reads every parameter on the host
+// (to refuse a non-finite state) while the parameters still require grad. The first run on a
+// GPU (2026-12-04) stopped there: Tensor::to refused to move a tensor that requires grad.
+TEST_CASE("cuda: a checkpoint of a GPU model in training saves and loads; a NaN is refused by name",
+          "[cuda]") {
+  if (skip_without_gpu()) return;
+  const TransformerConfig c = small_config(AttentionMode::qknorm, NormType::layer_norm, DType::f32);
+  Seq2SeqTransformer gpu(c, kGpu);
+  train_steps(gpu, small_batch(), 1);
+  for (const Tensor& p : gpu.parameters()) REQUIRE(p.requires_grad());
+  char name[] = "/tmp/qkgrad-cuda-checkpoint-XXXXXX";
+  REQUIRE(::mkdtemp(name) != nullptr);
+  const std::string dir = std::string(name) + "/ckpt";
+  save_checkpoint(dir, gpu, nullptr);
+  Seq2SeqTransformer loaded(load_checkpoint_config(dir));
+  load_model_weights(dir, loaded);
+  compare_parameters(loaded, gpu, 0.0, "saved on the GPU, loaded on the CPU");
+  // A NaN in a GPU parameter: refused, naming the tensor and the element.
+  const NamedTensor first = gpu.named_parameters().front();
+  {
+    NoGradGuard no_grad;
+    Tensor w = first.second;
+    w.fill_(std::nan(""));
+  }
+  CHECK_THROWS_WITH(save_checkpoint(dir, gpu, nullptr),
+                    Contains("tensor '" + first.first + "'") && Contains("NaN at element 0"));
+  std::filesystem::remove_all(name);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -856,7 +856,7 @@ TEST_CASE("reliability: a full disk gives a clear error and keeps the previous c
       std::vector<std::string> resume = train_args(trained().data, run, 30);
       resume.push_back("--resume");
       expect_exit(qk(resume), 1,
-                  {"No space left on device", run + "/checkpoints/last holds step 20: free some disk space and continue with --resume"});
+                  {"No space left on device", run + "/checkpoints/last holds step 20: free some disk space (or fix what the error names) and continue with --resume"});
       CHECK(checkpoint_step(run + "/checkpoints/last") == 20);
       CHECK(entries_containing(run, ".tmp").empty());
     }

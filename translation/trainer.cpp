@@ -904,6 +904,7 @@ class TrainingRun {
   // The parameters' bits, compared across the ranks before training.
   uint64_t parameter_fingerprint() const {
     uint64_t hash = kFingerprintStart;
+    NoGradGuard reading;  // the parameters require grad; reading their bits is no op of the tape
     for (const Tensor& p : params_) {
       const Tensor host = p.device() == Device::cpu ? p : p.to(Device::cpu);
       hash = fingerprint(host.raw_data(), host.nbytes(), hash);
@@ -1055,9 +1056,10 @@ class TrainingRun {
                last_saved_step_ >= 0 ? ", the last finite state: --resume from it with a lower --lr (or a longer --warmup)"
                                      : ": start again with a lower --lr (or a longer --warmup)"));
     } catch (const Error& e) {
+      // Most often a full disk (the error above says so), but not always: say what to do for both.
       fail(cat("train: at step ", s_.step, ": ", e.what(), ". Training stopped; ", kept,
-               last_saved_step_ >= 0 ? ": free some disk space and continue with --resume"
-                                     : ": free some disk space and start again"));
+               last_saved_step_ >= 0 ? ": free some disk space (or fix what the error names) and continue with --resume"
+                                     : ": free some disk space (or fix what the error names) and start again"));
     }
   }
   // checkpoints/last, and with --keep-last K a model-only copy checkpoints/step-N of which the
