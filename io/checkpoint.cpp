@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
+#include "io/text.h"
 
 namespace qkgrad {
 
@@ -366,6 +367,33 @@ SameSave read_same_save(const std::string& dir, const char* file, Json config) {
   }
 }
 
+// Every way a checkpoint's model differs from another: "d_model 256 vs 512", ... (empty: none).
+// A vocabulary_id unknown on either side is no difference (checkpoints before it existed).
+std::vector<std::string> config_differences(const TransformerConfig& saved, const TransformerConfig& mine) {
+  std::vector<std::string> out;
+  auto number = [&](const char* field, int64_t a, int64_t b) {
+    if (a != b) out.push_back(cat(field, " ", a, " vs ", b));
+  };
+  auto text = [&](const char* field, const std::string& a, const std::string& b) {
+    if (a != b) out.push_back(cat(field, " ", a, " vs ", b));
+  };
+  number("vocab", saved.vocab, mine.vocab);
+  if (!saved.vocabulary_id.empty() && !mine.vocabulary_id.empty() && saved.vocabulary_id != mine.vocabulary_id) {
+    out.push_back(cat("subword vocabulary ", saved.vocabulary_id, " vs ", mine.vocabulary_id,
+                      " (the same size does not make the same pieces)"));
+  }
+  number("d_model", saved.d_model, mine.d_model);
+  number("heads", saved.heads, mine.heads);
+  number("ffn", saved.ffn, mine.ffn);
+  number("encoder_layers", saved.encoder_layers, mine.encoder_layers);
+  number("decoder_layers", saved.decoder_layers, mine.decoder_layers);
+  text("attention", std::string(mode_name(saved.attention)), std::string(mode_name(mine.attention)));
+  text("norm", std::string(norm_name(saved.norm)), std::string(norm_name(mine.norm)));
+  text("per_head_g", saved.per_head_g ? "true" : "false", mine.per_head_g ? "true" : "false");
+  text("fixnorm", saved.fixnorm ? "true" : "false", mine.fixnorm ? "true" : "false");
+  return out;
+}
+
 }  // namespace
 
 void load_model_weights(const std::string& dir, Seq2SeqTransformer& model) {
@@ -373,25 +401,10 @@ void load_model_weights(const std::string& dir, Seq2SeqTransformer& model) {
   const TransformerConfig& mine = model.config();
   auto check_config = [&](const Json& j) {
     const TransformerConfig saved = config_from_json(JsonFields(j, config_path).at("model"), config_path);
-    auto same = [&](const char* field, int64_t a, int64_t b) {
-      QKGRAD_CHECK(a == b, config_path, ": the checkpoint was saved for ", field, " = ", a,
-                   " but this model has ", field, " = ", b, "; build the model from the checkpoint's config");
-    };
-    same("vocab", saved.vocab, mine.vocab);
-    same("d_model", saved.d_model, mine.d_model);
-    same("heads", saved.heads, mine.heads);
-    same("ffn", saved.ffn, mine.ffn);
-    same("encoder_layers", saved.encoder_layers, mine.encoder_layers);
-    same("decoder_layers", saved.decoder_layers, mine.decoder_layers);
-    QKGRAD_CHECK(saved.vocabulary_id.empty() || mine.vocabulary_id.empty() || saved.vocabulary_id == mine.vocabulary_id,
-                 config_path, ": the checkpoint was trained with the subword vocabulary ", saved.vocabulary_id,
-                 " but this model uses ", mine.vocabulary_id,
-                 "; the same vocabulary size does not make the same pieces: use the subword model it was trained with");
-    QKGRAD_CHECK(saved.norm == mine.norm && saved.attention == mine.attention && saved.per_head_g == mine.per_head_g &&
-                     saved.fixnorm == mine.fixnorm,
-                 config_path, ": the checkpoint was saved for norm ", norm_name(saved.norm), ", attention ",
-                 mode_name(saved.attention), ", but this model has norm ", norm_name(mine.norm), ", attention ",
-                 mode_name(mine.attention), " (or per_head_g / fixnorm differ)");
+    const std::vector<std::string> differences = config_differences(saved, mine);
+    QKGRAD_CHECK(differences.empty(), config_path, ": the checkpoint does not fit this model: ", join(differences, "; "),
+                 " (the checkpoint's value first); build the model from the checkpoint's config, or use the subword",
+                 " model it was trained with");
   };
   const Json first = read_config_json(dir);
   check_config(first);  // before reading the (large) tensor file

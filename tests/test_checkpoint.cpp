@@ -197,9 +197,18 @@ TEST_CASE("checkpoint errors name the file and the first problem", "[checkpoint]
   TransformerConfig wider = small_config(AttentionMode::qknorm);
   wider.d_model = 32;
   Seq2SeqTransformer w(wider);
-  CHECK_THROWS_WITH(load_model_weights(tmp / "ckpt", w), Contains("saved for d_model = 16 but this model has d_model = 32"));
+  CHECK_THROWS_WITH(load_model_weights(tmp / "ckpt", w), Contains("does not fit this model: d_model 16 vs 32"));
   Seq2SeqTransformer s(small_config(AttentionMode::scaled_dot));
-  CHECK_THROWS_WITH(load_model_weights(tmp / "ckpt", s), Contains("attention qknorm"));
+  CHECK_THROWS_WITH(load_model_weights(tmp / "ckpt", s), Contains("attention qknorm vs scaled_dot"));
+  // Every difference is named, not only the first.
+  TransformerConfig other = small_config(AttentionMode::scaled_dot);
+  other.d_model = 32;
+  other.ffn += 8;
+  other.vocabulary_id = "spm-fnv1a64:0000000000000001";
+  Seq2SeqTransformer o(other);
+  // (the saved checkpoint records no vocabulary_id, so none is claimed to differ)
+  CHECK_THROWS_WITH(load_model_weights(tmp / "ckpt", o),
+                    Contains("d_model 16 vs 32") && Contains("ffn ") && Contains("attention qknorm vs scaled_dot"));
 
   // Files from two different saves.
   save_checkpoint(tmp / "other", a, &st);

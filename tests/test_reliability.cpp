@@ -618,7 +618,7 @@ TEST_CASE("reliability: a checkpoint for another model size is refused, naming b
   Seq2SeqTransformer a(small), b(wide);
   save_checkpoint(tmp / "ckpt", a, nullptr);
   CHECK_THROWS_WITH(load_model_weights(tmp / "ckpt", b),
-                    Contains("the checkpoint was saved for d_model = 64 but this model has d_model = 32"));
+                    Contains("the checkpoint does not fit this model: d_model 64 vs 32"));
   // Through the program: a run whose checkpoints come from a run of another size.
   const std::string run = copy_of_trained_run(tmp / "run");
   std::vector<std::string> other = train_args(trained().data, tmp / "other", 2);
@@ -629,8 +629,8 @@ TEST_CASE("reliability: a checkpoint for another model size is refused, naming b
   std::vector<std::string> resume = train_args(trained().data, run, 30);
   resume.push_back("--resume");
   expect_exit(qk(resume), 1,
-              {"train --resume: cannot continue from " + run + "/checkpoints/last", "the checkpoint was saved for vocab = 28",
-               "resume with the options the run was started with"});
+              {"train --resume: cannot continue from " + run + "/checkpoints/last", "vocab 28 vs 30",
+               "subword vocabulary", "d_model 64 vs", "resume with the options the run was started with"});
   fs::remove_all(run + "/checkpoints/best");
   fs::copy(tmp / "other/checkpoints/best", run + "/checkpoints/best", fs::copy_options::recursive);
   write(tmp / "in.txt", "uno\n");

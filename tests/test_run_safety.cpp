@@ -26,6 +26,7 @@
 #include "io/json.h"
 #include "io/safetensors.h"
 #include "reliability_helpers.h"
+#include "translation/subwords.h"
 
 using namespace qkgrad;
 using namespace qkgrad::test_cli;
@@ -391,6 +392,45 @@ TEST_CASE("run safety: damaged trainer counters, oversized configs and another r
   expect_exit(qk({"translate", "--run", run, "--input", tmp / "in.txt", "--output", tmp / "out.txt"}), 1,
               {best + " was trained with another subword model than " + run + "/subwords.model"});
   CHECK_FALSE(exists(tmp / "out.txt"));
+}
+
+TEST_CASE("run safety: a checkpoint of another run with the same vocabulary loads and averages; old runs still load",
+          "[reliability]") {
+  TempDir tmp;
+  const std::string run = copy_of_trained_run(tmp / "run");
+  // The same corpus under another path: its own SentencePiece training, whose file differs in
+  // the bytes (the input paths it records), not in the pieces.
+  const std::string data = tmp / "same-data", other = tmp / "other";
+  fs::copy(trained().data, data, fs::copy_options::recursive);
+  expect_exit(qk(train_args(data, other, 10)), 0, {});
+  CHECK(read(run + "/subwords.model") != read(other + "/subwords.model"));
+  write(tmp / "in.txt", "uno dos\n");
+  const std::string best = run + "/checkpoints/best";
+  fs::remove_all(best);
+  fs::copy(other + "/checkpoints/best", best, fs::copy_options::recursive);
+  expect_exit(qk({"translate", "--run", run, "--input", tmp / "in.txt", "--output", tmp / "out.txt"}), 0, {});
+  CHECK(exists(tmp / "out.txt"));
+  expect_exit(qk({"average", "--checkpoints", run + "/checkpoints/last," + other + "/checkpoints/last", "--out",
+                  tmp / "avg"}),
+              0, {"averaged 2 checkpoints"});
+  expect_exit(qk({"eval", "--run", run, "--checkpoint", tmp / "avg"}), 0, {"BLEU"});
+
+  // A run from before 2026-12-04: its checkpoints name the vocabulary by the file's hash. It
+  // translates, resumes, and its new checkpoints keep that name.
+  const std::string old = copy_of_trained_run(tmp / "old");
+  const std::string file_id = translation::Subwords(old + "/subwords.model").file_fingerprint();
+  for (const char* which : {"best", "last"}) {
+    const std::string config_path = old + "/checkpoints/" + which + "/config.json";
+    Json config = parse_json(read(config_path), config_path);
+    config["model"]["vocabulary_id"] = file_id;
+    write(config_path, dump_json(config, 2));
+  }
+  expect_exit(qk({"translate", "--run", old, "--input", tmp / "in.txt", "--output", tmp / "old.txt"}), 0, {});
+  std::vector<std::string> resume = train_args(trained().data, old, 30);
+  resume.push_back("--resume");
+  expect_exit(qk(resume), 0, {"resumed from"});
+  CHECK(checkpoint_step(old + "/checkpoints/last") == 30);
+  CHECK(load_checkpoint_config(old + "/checkpoints/last").vocabulary_id == file_id);
 }
 
 TEST_CASE("run safety: eval from another directory scores the run's own data", "[reliability]") {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 
 #include "cli/args.h"
@@ -41,6 +42,11 @@ struct TempDir {
 };
 
 void write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+
+std::string read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
 
 // A tiny "language pair": numbers written as words, source in Spanish, target in English.
 void write_number_corpus(const std::string& dir, int n, uint64_t seed) {
@@ -174,6 +180,37 @@ TEST_CASE("subwords: train, encode, decode; a vocabulary the corpus cannot suppo
   CHECK_THROWS_WITH(Subwords::train({{tmp / "train.es"}, tmp / "big.model", 5000, 1}),
                     Contains("SentencePiece training failed") && Contains("lower --vocab-size"));
   CHECK_FALSE(fs::exists(tmp / "big.model"));
+}
+
+TEST_CASE("subwords: two trainings of the same vocabulary have one fingerprint; another vocabulary has another",
+          "[translate]") {
+  TempDir tmp;
+  fs::create_directories(tmp / "a");
+  fs::create_directories(tmp / "b/elsewhere");
+  write_number_corpus(tmp / "a", 300, 1);
+  write_number_corpus(tmp / "b/elsewhere", 300, 1);
+  // The same text under other paths: SentencePiece writes the input paths and its own temporary
+  // model prefix into the file, so the files differ byte for byte...
+  Subwords::train({{tmp / "a/train.es", tmp / "a/train.en"}, tmp / "a/sw.model", 40, 1});
+  Subwords::train({{tmp / "b/elsewhere/train.es", tmp / "b/elsewhere/train.en"}, tmp / "b/sw.model", 40, 1});
+  const Subwords a(tmp / "a/sw.model"), b(tmp / "b/sw.model");
+  CHECK(read(tmp / "a/sw.model") != read(tmp / "b/sw.model"));
+  CHECK(a.file_fingerprint() != b.file_fingerprint());
+  // ...but the pieces, scores and normaliser are the same: one vocabulary, one fingerprint.
+  CHECK(a.fingerprint() == b.fingerprint());
+  CHECK(a.fingerprint().rfind("spm-fnv1a64:", 0) == 0);
+  CHECK(a.identifies(b.fingerprint()));
+  CHECK(a.identifies(a.file_fingerprint()));  // what checkpoints before 2026-12-04 recorded
+  CHECK_FALSE(a.identifies(b.file_fingerprint()));
+  // Another size, or another corpus: another vocabulary.
+  Subwords::train({{tmp / "a/train.es", tmp / "a/train.en"}, tmp / "a/sw39.model", 39, 1});
+  CHECK(Subwords(tmp / "a/sw39.model").fingerprint() != a.fingerprint());
+  write_number_corpus(tmp / "b", 100, 2);  // the same words, other frequencies: other scores
+  Subwords::train({{tmp / "b/train.es", tmp / "b/train.en"}, tmp / "b/sw2.model", 40, 1});
+  CHECK(Subwords(tmp / "b/sw2.model").fingerprint() != a.fingerprint());
+  // A file that is not a SentencePiece model is refused by name.
+  write(tmp / "bad.model", "not a model");
+  CHECK_THROWS_WITH(Subwords(tmp / "bad.model"), Contains("bad.model"));
 }
 
 namespace {

@@ -101,11 +101,13 @@ LoadedModel load_trained_model(const std::string& run_dir, Device device, const 
   QKGRAD_CHECK(config.vocab == loaded.subwords->vocab_size(), loaded.checkpoint, " was trained with a vocabulary of ",
                config.vocab, " but ", run.subwords(), " has ", loaded.subwords->vocab_size(),
                " pieces; the run directory mixes files of two runs");
-  QKGRAD_CHECK(config.vocabulary_id.empty() || config.vocabulary_id == loaded.subwords->fingerprint(), loaded.checkpoint,
+  // The same pieces, scores and normaliser: the same vocabulary, whichever training wrote the
+  // file (checkpoints before 2026-12-04 name it by the file's bytes: that is accepted too).
+  QKGRAD_CHECK(config.vocabulary_id.empty() || loaded.subwords->identifies(config.vocabulary_id), loaded.checkpoint,
                " was trained with another subword model than ", run.subwords(), " (vocabulary ", config.vocabulary_id,
                ", but the file is ", loaded.subwords->fingerprint(),
                "): the run directory mixes files of two runs; put the checkpoint back in the run it came from");
-  config.vocabulary_id = loaded.subwords->fingerprint();
+  if (config.vocabulary_id.empty()) config.vocabulary_id = loaded.subwords->fingerprint();
   loaded.model = std::make_unique<Seq2SeqTransformer>(config, device);
   try {
     load_model_weights(loaded.checkpoint, *loaded.model);

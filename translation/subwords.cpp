@@ -9,11 +9,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <cstring>
 #include <filesystem>
+#include <optional>
+#include <string_view>
 
 #include "core/error.h"
 #include "io/atomic_file.h"
@@ -23,6 +26,94 @@
 namespace qkgrad::translation {
 
 namespace {
+
+// ---- the vocabulary's fingerprint ----
+// A SentencePiece model is a protocol buffer (ModelProto): a sequence of records, each a key
+// (field number << 3 | wire type) then a value. Debian ships no header for it, so the few
+// records the fingerprint needs are read from the wire format directly.
+
+uint64_t fnv1a(std::string_view bytes, uint64_t hash = 14695981039346656037ull) {  // FNV-1a, 64 bits
+  for (const char ch : bytes) hash = (hash ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
+  return hash;
+}
+
+std::string hex64(uint64_t x) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(x));
+  return hex;
+}
+
+struct WireRecord {
+  uint64_t field;
+  std::string_view value;   // a length-delimited field's payload, else the encoded number
+  std::string_view record;  // key and value, as they are in the file
+};
+
+// The top-level records of one message; nullopt if the bytes are not a well-formed message.
+std::optional<std::vector<WireRecord>> wire_records(std::string_view b) {
+  std::size_t at = 0;
+  auto varint = [&](uint64_t& out) {
+    out = 0;
+    for (int shift = 0; shift < 64 && at < b.size(); shift += 7) {
+      const auto byte = static_cast<unsigned char>(b[at++]);
+      out |= static_cast<uint64_t>(byte & 0x7f) << shift;
+      if (byte < 0x80) return true;
+    }
+    return false;
+  };
+  std::vector<WireRecord> records;
+  while (at < b.size()) {
+    const std::size_t start = at;
+    uint64_t key = 0, n = 0;
+    if (!varint(key)) return std::nullopt;
+    std::size_t value_start = at;
+    switch (key & 7) {
+      case 0: if (!varint(n)) return std::nullopt; break;                   // varint
+      case 1: at += 8; break;                                                  // 64-bit
+      case 5: at += 4; break;                                                  // 32-bit
+      case 2:                                                                  // length-delimited
+        if (!varint(n) || n > b.size() - at) return std::nullopt;
+        value_start = at;
+        at += n;
+        break;
+      default: return std::nullopt;
+    }
+    if (at > b.size()) return std::nullopt;
+    records.push_back({key >> 3, b.substr(value_start, at - value_start), b.substr(start, at - start)});
+  }
+  return records;
+}
+
+// The hash of what encoding and decoding depend on (Subwords::fingerprint). ModelProto: 1 the
+// pieces (text, score, type), 2 the trainer's settings, 3 the normaliser, 5 the denormaliser.
+// Of the trainer's settings, only those the processor reads: 3 model type, 4 vocabulary size,
+// 24 whitespace as suffix, 26 whitespace-only pieces, 35 byte fallback, 40-43 the special ids,
+// 44 the unknown surface, 45-48 the special pieces (not 1 input, 2 model prefix, 16 threads,
+// ...). Of a normaliser: 1 name, 2 the compiled rules, 3-5 the whitespace flags (not 6, the
+// path of a rule file).
+std::optional<uint64_t> vocabulary_hash(std::string_view model) {
+  const auto top = wire_records(model);
+  if (!top) return std::nullopt;
+  auto kept = [](uint64_t field, std::initializer_list<uint64_t> wanted) {
+    return std::find(wanted.begin(), wanted.end(), field) != wanted.end();
+  };
+  uint64_t hash = fnv1a("sentencepiece vocabulary v1");
+  for (const WireRecord& r : *top) {
+    if (r.field == 1) {
+      hash = fnv1a(r.record, hash);
+    } else if (r.field == 2 || r.field == 3 || r.field == 5) {
+      const auto inner = wire_records(r.value);
+      if (!inner) return std::nullopt;
+      hash = fnv1a(r.record.substr(0, 1), hash);  // which message (its first key byte)
+      for (const WireRecord& f : *inner) {
+        const bool wanted = r.field == 2 ? kept(f.field, {3, 4, 24, 26, 35, 40, 41, 42, 43, 44, 45, 46, 47, 48})
+                                         : kept(f.field, {1, 2, 3, 4, 5});
+        if (wanted) hash = fnv1a(f.record, hash);
+      }
+    }
+  }
+  return hash;
+}
 
 // SentencePiece's advice names its own flags (--character_coverage) and limits below qkgrad's
 // minimum vocabulary of 8; say instead what a qkgrad user can do.
@@ -197,13 +288,12 @@ Subwords::Subwords(const std::string& model_path)
     : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()), path_(model_path) {
   QKGRAD_CHECK(std::filesystem::is_regular_file(model_path), "subwords: model ", model_path, " does not exist");
   const std::string bytes = read_file(model_path, std::size_t{1} << 30);
-  uint64_t hash = 14695981039346656037ull;  // FNV-1a, 64 bits
-  for (const char ch : bytes) hash = (hash ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
-  fingerprint_ = std::string("fnv1a64:") + hex;
-  const auto status = sp_->Load(model_path);
+  file_fingerprint_ = "fnv1a64:" + hex64(fnv1a(bytes));
+  const auto status = sp_->LoadFromSerializedProto(bytes);
   QKGRAD_CHECK(status.ok(), "subwords: cannot load ", model_path, ": ", status.error_message());
+  const std::optional<uint64_t> hash = vocabulary_hash(bytes);
+  QKGRAD_CHECK(hash.has_value(), "subwords: ", model_path, " is not a well-formed SentencePiece model file");
+  fingerprint_ = "spm-fnv1a64:" + hex64(*hash);
   QKGRAD_CHECK(sp_->pad_id() == pad_id && sp_->bos_id() == bos_id && sp_->eos_id() == eos_id && sp_->unk_id() == unk_id,
                "subwords: ", model_path, " uses other special ids (pad ", sp_->pad_id(), ", bos ", sp_->bos_id(),
                ", eos ", sp_->eos_id(), ", unk ", sp_->unk_id(), "); qkgrad expects 0, 1, 2, 3");

@@ -39,17 +39,27 @@ class Subwords {
   std::vector<std::string> pieces(const std::string& text) const;
   std::string piece(int64_t id) const;
   int64_t vocab_size() const;
-  // Identifies this vocabulary: "fnv1a64:" and the 64-bit FNV-1a hash of the model file, in hex.
+  // Identifies this vocabulary by what encoding and decoding depend on: "spm-fnv1a64:" and the
+  // 64-bit FNV-1a hash of the pieces (text, score, type), the normaliser and denormaliser, and
+  // the trainer settings the processor reads (model type, special ids and pieces, whitespace
+  // and byte fallback), in hex. Not the file's bytes: the file also records the trainer's input
+  // paths and thread count, which differ between two trainings of the same vocabulary.
   // Checkpoints record it (TransformerConfig::vocabulary_id), so that a model is never run with
   // another vocabulary of the same size.
   const std::string& fingerprint() const { return fingerprint_; }
+  // What checkpoints saved before 2026-12-04 recorded: "fnv1a64:" and the hash of the file.
+  const std::string& file_fingerprint() const { return file_fingerprint_; }
+  // Whether a checkpoint's vocabulary_id names this vocabulary (either form).
+  bool identifies(const std::string& vocabulary_id) const {
+    return vocabulary_id == fingerprint_ || vocabulary_id == file_fingerprint_;
+  }
 
   static constexpr int64_t pad_id = 0, bos_id = 1, eos_id = 2, unk_id = 3;
 
  private:
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
   std::string path_;
-  std::string fingerprint_;
+  std::string fingerprint_, file_fingerprint_;
 };
 
 }  // namespace qkgrad::translation

@@ -622,10 +622,25 @@ class TrainingRun {
     check_signal("encoding the corpus");
   }
 
+  // The vocabulary's name in this run's checkpoints: a resumed run keeps the one its checkpoints
+  // already record (runs from before 2026-12-04 name it by the file's bytes; the same pieces,
+  // either way), a new run the content fingerprint (translation/subwords.h).
+  std::string vocabulary_id() const {
+    if (o_.resume && checkpoint_exists(run_.last())) {
+      try {
+        const std::string recorded = load_checkpoint_config(run_.last()).vocabulary_id;
+        if (subwords_->identifies(recorded)) return recorded;
+      } catch (const Error&) {
+        // resume_state() reports a damaged checkpoint, naming the file and what to do.
+      }
+    }
+    return subwords_->fingerprint();
+  }
+
   // ---- phase 3: the model, its optimizer and schedule; on --resume, their saved state ----
   // Returns false when a resumed run is already finished (it says so).
   bool build_model() {
-    config_ = model_config(settings_, subwords_->vocab_size(), subwords_->fingerprint(), L_);
+    config_ = model_config(settings_, subwords_->vocab_size(), vocabulary_id(), L_);
     model_ = std::make_unique<Seq2SeqTransformer>(config_, device_);  // the optimizer state follows the parameters
     AdamOptions adam;
     adam.lr = settings_.lr;
