@@ -158,6 +158,22 @@ void check_finite(const std::vector<NamedTensor>& tensors, const std::string& wh
   }
 }
 
+// Throws (as E) when a trainer value is a non-finite number ("nan", "inf", ... as std::to_chars
+// writes them, and as a damaged file may hold them), naming the key and `where` it is. The
+// trainer state's numbers are checked like its tensors: a NaN best dev score would freeze
+// checkpoints/best and let patience count every evaluation.
+template <typename E = Error>
+void check_finite_values(const std::map<std::string, std::string>& values, const std::string& where,
+                         const std::string& what_to_do) {
+  for (const auto& [key, text] : values) {
+    double v = 0;
+    const auto r = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (r.ec == std::errc() && r.ptr == text.data() + text.size() && !std::isfinite(v)) {
+      throw E(cat(where, ": value '", key, "' is ", text, " (a non-finite number)", what_to_do));
+    }
+  }
+}
+
 void check_id(const safetensors::Metadata& meta, const std::string& id, const std::string& path) {
   const auto it = meta.find("id");
   QKGRAD_CHECK(it != meta.end() && it->second == id, path, ": belongs to a different save than config.json (id ",
@@ -289,6 +305,8 @@ void save_checkpoint(const std::string& dir_name, const Seq2SeqTransformer& mode
   if (trainer) {
     check_finite<NonFiniteState>(trainer->optimizer_state, cat("save_checkpoint: refusing to save ", dir, ": the optimizer state"),
                                  refusal);
+    check_finite_values<NonFiniteState>(trainer->values, cat("save_checkpoint: refusing to save ", dir, ": the trainer state"),
+                                        refusal);
   }
   const std::string fresh = dir + ".tmp-" + std::to_string(::getpid());
   std::error_code ec;
@@ -444,6 +462,7 @@ TrainerState load_trainer_state(const std::string& dir) {
   for (const auto& [key, value] : save.contents.metadata) {
     if (key != "format" && key != "kind" && key != "id") state.values[key] = value;
   }
+  check_finite_values(state.values, path, "; this trainer state cannot continue training");
   return state;
 }
 

@@ -344,6 +344,28 @@ TEST_CASE("run safety: nothing non-finite is saved, and loading names the first 
     CHECK(read(last + "/model.safetensors") == before);
     CHECK(entries_containing(run, ".tmp").empty());
   }
+  SECTION("the trainer state's numbers are checked like its tensors: a NaN is neither saved nor resumed from") {
+    Seq2SeqTransformer model(load_checkpoint_config(last));
+    load_model_weights(last, model);
+    TrainerState state = load_trainer_state(last);
+    const std::string before = read(last + "/trainer.safetensors");
+    state.set_double("best_value", NAN);
+    CHECK_THROWS_AS(save_checkpoint(last, model, &state), NonFiniteState);
+    CHECK_THROWS_WITH(save_checkpoint(last, model, &state),
+                      Contains("the trainer state: value 'best_value' is nan") && Contains("nothing was written"));
+    CHECK(read(last + "/trainer.safetensors") == before);
+    // A damaged file: every number is checked on loading, also one that no counter reads.
+    const safetensors::Metadata original = safetensors::load(last + "/trainer.safetensors").metadata;
+    for (const char* key : {"best_value", "schedule.scale", "an_unknown_value"}) {
+      INFO(key);
+      edit_safetensors(last + "/trainer.safetensors", [&](safetensors::Contents& c) { c.metadata[key] = "-inf"; });
+      CHECK_THROWS_WITH(load_trainer_state(last), Contains("value '" + std::string(key) + "' is -inf"));
+      std::vector<std::string> resume = train_args(trained().data, run, 40);
+      resume.push_back("--resume");
+      expect_exit(qk(resume), 1, {"cannot continue from " + last, "'" + std::string(key) + "' is -inf"});
+      edit_safetensors(last + "/trainer.safetensors", [&](safetensors::Contents& c) { c.metadata = original; });
+    }
+  }
 }
 
 TEST_CASE("run safety: damaged trainer counters, oversized configs and another run's checkpoint are refused",
