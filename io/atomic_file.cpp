@@ -56,6 +56,23 @@ void remove_stale_temporaries(const std::string& path) {
 
 }  // namespace
 
+bool process_alive(pid_t pid) {
+  if (pid <= 0) return false;
+  if (::kill(pid, 0) != 0 && errno != EPERM) return false;  // ESRCH: no such process
+  // /proc/PID/stat: "PID (COMM) STATE ...", COMM may hold spaces and parentheses: the state is
+  // the first character after the last ')'. Z: a zombie, X: dead.
+  std::FILE* f = std::fopen(cat("/proc/", pid, "/stat").c_str(), "r");
+  if (f == nullptr) return true;  // no /proc: kill's answer stands
+  char buf[512];
+  const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  const std::string stat(buf, n);
+  const std::size_t close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 >= stat.size()) return true;
+  const char state = stat[close + 2];
+  return state != 'Z' && state != 'X';
+}
+
 void remove_leftovers_of_dead_processes(const std::string& dir, const std::string& prefix,
                                         const std::vector<std::string>& suffixes) {
   namespace fs = std::filesystem;
@@ -70,8 +87,8 @@ void remove_leftovers_of_dead_processes(const std::string& dir, const std::strin
     const auto r = std::from_chars(first, last, pid);
     if (r.ec != std::errc() || pid <= 0 || pid == ::getpid()) continue;
     if (std::find(suffixes.begin(), suffixes.end(), std::string(r.ptr, last)) == suffixes.end()) continue;
-    // A live process's file is its own business (EPERM: alive, another user's).
-    if (::kill(pid, 0) != 0 && errno == ESRCH) stale.push_back(entry.path());
+    // A live process's file is its own business (another user's counts as live).
+    if (!process_alive(pid)) stale.push_back(entry.path());
   }
   for (const fs::path& leftover : stale) fs::remove(leftover, ec);
 }

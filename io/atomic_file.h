@@ -15,6 +15,8 @@
 #pragma once
 
 #include <cstddef>
+#include <sys/types.h>
+
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -29,6 +31,11 @@ namespace qkgrad {
 // An exception thrown by `write` itself is passed on unchanged, after the cleanup.
 // The new file gets the default permissions (0666 less the umask), not those of the old one.
 void write_file_atomically(const std::string& path, const std::function<void(std::FILE*)>& write);
+
+// Whether process `pid` still runs: it exists and is not a zombie (a killed process stays in the
+// process table, for kill(pid, 0) to find, until its parent waits for it; its files are as dead
+// as it is). Another user's process counts as running.
+bool process_alive(pid_t pid);
 
 // Removes the files in `dir` named PREFIX + PID + SUFFIX (SUFFIX one of `suffixes`) whose
 // process PID no longer runs, never this process's own: what writers killed mid-write leave

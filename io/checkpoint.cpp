@@ -78,9 +78,6 @@ void swap_in(const std::string& fresh, const std::string& dir) {
 
 std::string file_in(const std::string& dir, const char* name) { return (fs::path(dir) / name).string(); }
 
-// Is process `pid` still running? (EPERM: it exists but belongs to someone else.)
-bool process_alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
-
 // Removes the leftovers of saves of DIR by processes that died mid-save (SIGKILL, a crash, a
 // power cut): DIR<kind>PID, kind ".tmp-" (a half-written new checkpoint, or, after the exchange,
 // the previous one) or ".old-" (the previous checkpoint moved aside on a file system without

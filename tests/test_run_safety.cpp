@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/autograd.h"
+#include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "io/json.h"
 #include "io/safetensors.h"
@@ -504,6 +505,49 @@ TEST_CASE("run safety: an output that cannot be written is refused before the wo
     WARN("cannot remount read-only: " << std::strerror(errno) << "; skipped");
   }
   ::umount2(copy.c_str(), MNT_DETACH);
+}
+
+TEST_CASE("run safety: what a trainer killed mid-save left is removed by the next start or save, zombies included",
+          "[reliability]") {
+  TempDir tmp;
+  const std::string run = copy_of_trained_run(tmp / "run");
+  const std::string ckpts = run + "/checkpoints";
+  // A half-written checkpoint of a killed trainer whose pid now names a live, unrelated process
+  // (here init, pid 1), one of a dead pid, a moved-aside previous checkpoint beside a complete
+  // one, and an entry that is not a trainer's (kept).
+  const std::string live_pid = "1", gone = std::to_string(dead_pid());
+  for (const std::string& leftover : {"last.tmp-" + live_pid, "step-10.tmp-" + gone, "best.old-" + live_pid,
+                                      "mine.tmp-" + gone}) {
+    fs::create_directories(ckpts + "/" + leftover);
+    write(ckpts + "/" + leftover + "/model.safetensors", std::string(1 << 20, 'x'));
+  }
+  std::vector<std::string> resume = train_args(trained().data, run, 30);
+  resume.push_back("--resume");
+  expect_exit(qk(resume), 0, {"removed what a training process killed while saving left in " + ckpts, "last.tmp-1",
+                              "step-10.tmp-" + gone, "best.old-1"});
+  for (const std::string& removed : {"last.tmp-" + live_pid, "step-10.tmp-" + gone, "best.old-" + live_pid}) {
+    CHECK_FALSE(exists(ckpts + "/" + removed));
+  }
+  CHECK(exists(ckpts + "/mine.tmp-" + gone));  // not a name the trainer writes
+  CHECK(checkpoint_step(run + "/checkpoints/last") == 30);
+
+  // A killed process stays a zombie until its parent waits for it (a harness that kills a
+  // trainer and resumes at once): its temporaries are a dead writer's all the same, and the
+  // next save of that checkpoint removes them.
+  const pid_t zombie = ::fork();
+  if (zombie == 0) ::_exit(0);
+  for (int i = 0; i < 200 && read("/proc/" + std::to_string(zombie) + "/stat").find(") Z") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  REQUIRE(::kill(zombie, 0) == 0);  // still in the process table
+  CHECK_FALSE(process_alive(zombie));
+  const std::string last = run + "/checkpoints/last", left = last + ".tmp-" + std::to_string(zombie);
+  fs::create_directories(left);
+  Seq2SeqTransformer model(load_checkpoint_config(last));
+  load_model_weights(last, model);
+  save_checkpoint(last, model, nullptr);
+  CHECK_FALSE(exists(left));
+  ::waitpid(zombie, nullptr, 0);
 }
 
 TEST_CASE("run safety: resuming a finished run says so and trains no further", "[reliability]") {

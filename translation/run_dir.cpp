@@ -10,9 +10,11 @@
 #include <cstring>
 #include <cstdlib>
 #include <filesystem>
+#include <vector>
 
 #include "core/error.h"
 #include "io/checkpoint.h"
+#include "io/text.h"
 
 namespace qkgrad::translation {
 
@@ -116,6 +118,41 @@ LoadedModel load_trained_model(const std::string& run_dir, Device device, const 
   }
   loaded.model->eval();
   return loaded;
+}
+
+std::string remove_dead_trainers_leftovers(const RunDir& run) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<fs::path> leftovers;
+  for (const auto& entry : fs::directory_iterator(run.checkpoints(), ec)) {
+    const std::string name = entry.path().filename().string();
+    const std::size_t dot = name.rfind('.');
+    if (dot == std::string::npos) continue;
+    const std::string base = name.substr(0, dot), tail = name.substr(dot + 1);  // "last", "tmp-123"
+    const bool trainers = base == "last" || base == "best" ||
+                          (base.rfind("step-", 0) == 0 && base.size() > 5 &&
+                           base.find_first_not_of("0123456789", 5) == std::string::npos);
+    const bool tmp = tail.rfind("tmp-", 0) == 0, old = tail.rfind("old-", 0) == 0;
+    if (!trainers || !(tmp || old) || tail.size() == 4 || tail.find_first_not_of("0123456789", 4) != std::string::npos) {
+      continue;
+    }
+    if (std::stoll(tail.substr(4)) == ::getpid()) continue;
+    if (old && !checkpoint_exists((fs::path(run.checkpoints()) / base).string())) continue;  // the only copy: keep it
+    leftovers.push_back(entry.path());
+  }
+  if (leftovers.empty()) return "";
+  std::uintmax_t bytes = 0;
+  std::vector<std::string> names;
+  for (const fs::path& p : leftovers) {
+    for (const auto& f : fs::recursive_directory_iterator(p, ec)) {
+      if (f.is_regular_file(ec)) bytes += f.file_size(ec);
+    }
+    names.push_back(p.filename().string());
+    fs::remove_all(p, ec);
+  }
+  char size[32];
+  std::snprintf(size, sizeof size, "%.1f MB", static_cast<double>(bytes) / (1 << 20));
+  return cat(join(names, ", "), " (", size, ")");
 }
 
 }  // namespace qkgrad::translation

@@ -52,6 +52,14 @@ class RunLock {
   int fd_ = -1;
 };
 
+// What training processes killed mid-save (SIGKILL, a power cut) left in RUNDIR/checkpoints:
+// last.tmp-PID, best.tmp-PID, step-N.tmp-PID (a half-written checkpoint: hundreds of MB at the
+// paper's size), and last.old-PID or best.old-PID beside a complete last or best. Call it
+// holding the run's lock: no other trainer of this run can be writing, so every such entry of
+// another process is a dead writer's, even where its pid now names an unrelated live process.
+// Removes them and returns their names and total size ("" when there were none).
+std::string remove_dead_trainers_leftovers(const RunDir& run);
+
 // A trained model and its vocabulary, with its parameters on `device` (whatever device it was
 // trained on). `checkpoint` (the programs' --checkpoint) says which: "" = RUNDIR's best, or its
 // last if no evaluation has produced a best yet; "best"; "last"; or the path of a checkpoint

@@ -581,6 +581,10 @@ class TrainingRun {
       QKGRAD_CHECK(checkpoint_exists(run_.last()), "train --resume: ", run_.last(),
                    " does not exist; nothing to resume (drop --resume to start)");
       lock_.emplace(run_);
+      if (const std::string removed = remove_dead_trainers_leftovers(run_); !removed.empty()) {
+        progress_.message(cat("removed what a training process killed while saving left in ", run_.checkpoints(), ": ",
+                              removed));
+      }
       check_resumed_options(run_, to_json(settings_));
       store_resume_changes();
       return;
