@@ -132,6 +132,62 @@ TEST_CASE("workflow: --config FILE (TOML or options.json) with the keys of optio
   CHECK_THAT(r.output, Contains("--data is required for a new run"));
 }
 
+TEST_CASE("workflow: --dump-config prints what the run would use (inferred languages) and where each value came from",
+          "[cli][workflow]") {
+  TempDir tmp;
+  const std::string data = tmp / "ende";
+  fs::create_directories(data);
+  write_corpus(data, 200);
+  for (const char* split : {"train", "dev", "test"}) {  // an en -> de corpus: neither is a default language
+    fs::rename(data + "/" + split + ".es", data + "/" + split + ".de");
+  }
+  // --src given, --tgt inferred from DATA: the dump holds the inferred target, and trains.
+  Result r = run("train --preset tiny --data " + data + " --src en --vocab-size 30 --max-steps 2 --eval-every 100000 "
+                 "--dump-config");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.output, Contains("tgt = \"de\"") && Contains("# inferred from " + data + "/train.*") &&
+                           Contains("src = \"en\"") && Contains("# --src"));
+  write(tmp / "c.toml", r.output);
+  r = run("train --config " + tmp / "c.toml" + " --run " + tmp / "r" + " --threads 1");
+  REQUIRE(r.status == 0);
+  CHECK(options_of(tmp / "r").at("tgt") == "de");
+
+  // A file that names one preset, a flag that names another: the dump says which value came
+  // from where (the file's sizes over the flag's preset, the flags over the file).
+  write(tmp / "exp.toml", "preset = \"tiny\"\nlayers = 1\nd_model = 32\n");
+  r = run("train --config " + tmp / "exp.toml" + " --preset demo --lr 0.004 --dump-config");
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.output, Contains("preset = \"demo\"") && Contains("# --preset"));
+  CHECK_THAT(r.output, Contains("layers = 1") && Contains("# --config " + tmp / "exp.toml"));
+  CHECK_THAT(r.output, Contains("ffn = 1024") && Contains("# preset demo"));
+  CHECK_THAT(r.output, Contains("lr = 0.004") && Contains("# --lr"));
+  // Without --data the languages are the defaults, and the dump says a run infers them.
+  CHECK_THAT(r.output, Contains("tgt = \"en\"") && Contains("a run infers it from --data"));
+}
+
+TEST_CASE("workflow: --save-every is a setting of the run: stored, and kept by a resume without it; epochs from 1",
+          "[cli][workflow]") {
+  TempDir tmp;
+  write_corpus(tmp.path, 200);
+  const std::string run_dir = tmp / "run";
+  Result r = train_tiny(tmp, run_dir, "--max-steps 4 --eval-every 100000 --save-every 3 --keep-last 10");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(options_of(run_dir).at("save_every") == 3);
+  CHECK(fs::exists(run_dir + "/checkpoints/step-3"));
+  // The resume without --save-every still saves every 3 steps (step-6), not only at its end.
+  r = run("train --run " + run_dir + " --resume --max-steps 7 --threads 1");
+  REQUIRE(r.status == 0);
+  CHECK(fs::exists(run_dir + "/checkpoints/step-6"));
+  CHECK(last_step(run_dir) == 7);
+  // The resume message counts epochs from 1, as the log lines and metrics.jsonl do.
+  const int64_t epoch = qkgrad::load_trainer_state(run_dir + "/checkpoints/last").get_int("epoch");
+  r = run("train --run " + run_dir + " --resume --max-steps 8 --threads 1");
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.output, Contains("at step 7 (epoch " + std::to_string(epoch + 1) + ", after "));
+}
+
 TEST_CASE("workflow: the run remembers its BLEU tokeniser; bleu and eval print sacreBLEU-style signatures",
           "[cli][workflow]") {
   TempDir tmp;

@@ -135,6 +135,7 @@ void for_each_setting(Settings& s, Visit&& visit) {
   visit("bleu_tokenize", s.bleu_tokenize, Resume::may_change, Allowed{0, 0, {"13a", "none"}});
   visit("best_metric", s.best_metric, Resume::fixed, Allowed{0, 0, {"bleu", "chrf", "loss"}});
   visit("keep_last", s.keep_last, Resume::may_change, Allowed{0, 1000000, {}});
+  visit("save_every", s.save_every, Resume::may_change, Allowed{0, kSteps, {}});
   visit("device", s.device, Resume::may_change, Allowed{0, 0, {"cpu", "cuda"}});
 }
 
@@ -330,10 +331,17 @@ Json read_config_file(const std::string& path) {
   return json;
 }
 
-std::string to_config_text(const RunSettings& s) {
+std::string to_config_text(const RunSettings& s, const std::map<std::string, std::string>& origin) {
   std::string text = "# qkgrad-translate train settings: train --config FILE reads them (the keys of options.json)\n";
   const Json json = to_json(s);
-  for (const auto& item : json.items()) text += cat(item.key(), " = ", item.value().dump(), "\n");
+  for (const auto& item : json.items()) {
+    std::string line = cat(item.key(), " = ", item.value().dump());
+    if (const auto it = origin.find(item.key()); it != origin.end()) {
+      line.append(line.size() < 32 ? 32 - line.size() : 1, ' ');
+      line += "# " + it->second;
+    }
+    text += line + "\n";
+  }
   return text;
 }
 

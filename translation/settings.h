@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,7 @@ struct RunSettings {
   std::string bleu_tokenize = "13a";   // or none (pre-tokenised data)
   std::string best_metric = "bleu";    // what picks checkpoints/best and counts patience: bleu, chrf or loss
   int64_t keep_last = 0;               // also keep the last K saves as checkpoints/step-N (0: none)
+  int64_t save_every = 0;              // also save checkpoints/last every this many steps (0: at evaluations only)
 
   // ---- where it trains (not part of the model: may change on --resume) ----
   std::string device = "cpu";          // or cuda
@@ -86,8 +88,9 @@ RunSettings load_run_settings(const std::string& options_path);
 Json read_config_file(const std::string& path);
 
 // The settings as a config file that read_config_file reads back to the same settings (`train
-// --dump-config`).
-std::string to_config_text(const RunSettings& s);
+// --dump-config`). `origin` (key -> where its value came from: "preset demo", "--config
+// exp.toml", "--lr", ...) adds a comment after each value it names.
+std::string to_config_text(const RunSettings& s, const std::map<std::string, std::string>& origin = {});
 
 // What a setting allows: numbers in [min, max], or strings among `choices` (empty: any).
 struct Allowed {

@@ -700,7 +700,7 @@ class TrainingRun {
         last_eval_seconds_ = seconds_since(eval_start);
         window_eval_seconds_ += last_eval_seconds_;
         if (patience_ended) break;
-      } else if (o_.save_every > 0 && s_.step % o_.save_every == 0) {
+      } else if (settings_.save_every > 0 && s_.step % settings_.save_every == 0) {
         save_last();
       }
       if (interrupted) break;
@@ -807,8 +807,10 @@ class TrainingRun {
     }
     int64_t dropped_partial = 0;
     history_ = reload_metrics(run_.metrics(), s_.step, &dropped_partial);
-    progress_.message(cat("resumed from ", run_.last(), " at step ", s_.step, " (epoch ", s_.epoch, ", batch ", s_.position,
-                          ")", dropped_partial ? cat("; dropped a half-written last line of ", run_.metrics()) : ""));
+    // Epochs counted from 1, as in the log lines and metrics.jsonl.
+    progress_.message(cat("resumed from ", run_.last(), " at step ", s_.step, " (epoch ", s_.epoch + 1, ", after ",
+                          s_.position, " of its batches)",
+                          dropped_partial ? cat("; dropped a half-written last line of ", run_.metrics()) : ""));
     return true;
   }
 
@@ -1173,7 +1175,6 @@ int train(const TrainOptions& options, distributed::Communicator& comm) {
     Json same = to_json(options.settings);
     same["run"] = fs::absolute(options.run_dir).lexically_normal().string();
     same["resume"] = options.resume;
-    same["save_every"] = options.save_every;
     same["on_nan"] = options.on_nan;
     same["inject_nan_at_step"] = options.inject_nan_at_step;
     same["inject_rank_death_at_step"] = options.inject_rank_death_at_step;

@@ -17,7 +17,6 @@ struct TrainOptions {
   std::string run_dir;
   bool resume = false;
   int64_t threads = 0;               // 0: all cores
-  int64_t save_every = 0;            // also save checkpoints/last every this many steps (0: at evaluations only)
   std::string on_nan = "stop";       // stop (save the last good state, exit 1) or skip (the batch)
   // For tests of the NaN guard: make the loss of this step (1-based) NaN. 0: never.
   int64_t inject_nan_at_step = 0;

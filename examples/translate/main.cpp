@@ -238,21 +238,26 @@ int cmd_train(int argc, char** argv) {
   args.option("config", "settings file: TOML with the keys of options.json (see --dump-config), or a run's options.json",
               &config);
   args.flag("dump-config", "print the resolved settings in --config's form and exit", &dump_config);
-  args.option("data", "directory with train/dev/test.{SRC,TGT} (required for a new run)", &s.data_dir);
+  CLI::Option* data_flag = args.option("data", "directory with train/dev/test.{SRC,TGT} (required for a new run)", &s.data_dir);
   CLI::Option* src_flag = args.option("src", "source language suffix (default: inferred from DATA/train.*)", &s.src);
   CLI::Option* tgt_flag = args.option("tgt", "target language suffix (default: inferred from DATA/train.*)", &s.tgt);
   args.option("run", "run directory (created; required unless --dump-config)", &o.run_dir);
-  // A setting's flag: its range or choices are those of its key in the settings table.
+  // A setting's flag: its range or choices are those of its key in the settings table. Each
+  // key's flags are remembered, for --dump-config to say where a value came from.
+  std::map<std::string, std::vector<CLI::Option*>> flags_of_key = {{"src", {src_flag}}, {"tgt", {tgt_flag}}};
   auto setting = [&](const std::string& flag, const char* key, const std::string& help, auto* target) {
     const Allowed allowed = allowed_values(key);
     using T = std::remove_pointer_t<decltype(target)>;
+    CLI::Option* option = nullptr;
     if constexpr (std::is_same_v<T, std::string>) {
-      return args.choice(flag, help, target, allowed.choices);
+      option = args.choice(flag, help, target, allowed.choices);
     } else if constexpr (std::is_same_v<T, double>) {
-      return args.option(flag, help, target, allowed.min, allowed.max);
+      option = args.option(flag, help, target, allowed.min, allowed.max);
     } else {
-      return args.option(flag, help, target, static_cast<int64_t>(allowed.min), static_cast<int64_t>(allowed.max));
+      option = args.option(flag, help, target, static_cast<int64_t>(allowed.min), static_cast<int64_t>(allowed.max));
     }
+    flags_of_key[key].push_back(option);
+    return option;
   };
   setting("attn", "attention", "attention: qknorm (the paper), scaled_dot, rms_qknorm (RMSNorm of each head's q and k, learned gains: OLMo 2, Qwen 3) or layer_qknorm (LayerNorm per head: ViT-22B)", &s.attention);
   setting("norm", "norm", "normalisation", &s.norm);
@@ -268,8 +273,11 @@ int cmd_train(int argc, char** argv) {
   setting("heads", "heads", "attention heads", &s.heads);
   setting("ffn", "ffn", "feed-forward width", &s.ffn);
   const Allowed rate = allowed_values("dropout");
-  args.option("dropout", "every dropout rate at once (residual, attention, feed-forward, word)", s.dropout,
-              [&](double p) { s.dropout = s.attention_dropout = s.ffn_dropout = s.word_dropout = p; }, rate.min, rate.max);
+  CLI::Option* dropout_flag = args.option(
+      "dropout", "every dropout rate at once (residual, attention, feed-forward, word)", s.dropout,
+      [&](double p) { s.dropout = s.attention_dropout = s.ffn_dropout = s.word_dropout = p; }, rate.min, rate.max);
+  for (const char* key : {"dropout", "attention_dropout", "ffn_dropout", "word_dropout"}) flags_of_key[key].push_back(dropout_flag);
+  flags_of_key["data"].push_back(data_flag);
   setting("vocab-size", "vocab_size", "subword vocabulary size", &s.vocab_size);
   setting("batch-tokens", "batch_tokens", "padded tokens per batch", &s.batch_tokens);
   setting("accumulate", "accumulate", "run each batch as K micro-batches with their gradients summed (the same update, a K-th of the activation memory)", &s.accumulate);
@@ -290,8 +298,7 @@ int cmd_train(int argc, char** argv) {
   setting("keep-last", "keep_last", "also keep the last K saves as RUNDIR/checkpoints/step-N (for `average`; 0: none)", &s.keep_last);
   args.choice("device", kDeviceHelp, &s.device, kDeviceChoices);
   args.option("threads", "CPU threads (default: all)", &o.threads, 1, 4096);
-  args.option("save-every", "also save RUNDIR/checkpoints/last every N steps (0: at evaluations only)", &o.save_every, 0,
-              int64_t{1} << 40);
+  setting("save-every", "save_every", "also save RUNDIR/checkpoints/last every N steps (0: at evaluations only)", &s.save_every);
   args.flag("resume", "continue the run in --run from its last checkpoint", &o.resume);
   args.option("inject-nan-at-step", "testing: pretend the loss of this step is NaN", &o.inject_nan_at_step, 0, int64_t{1} << 40)
       ->group("");  // for the tests of the NaN guard: not in --help
@@ -301,16 +308,39 @@ int cmd_train(int argc, char** argv) {
   args.choice("on-nan", "a non-finite loss or gradient: stop (after saving the last good state) or skip the batch", &o.on_nan, {"stop", "skip"});
   args.footer(presets_table());
   if (!args.parse(argc, argv, 2)) return 0;
+  const bool src_given = src_flag->count() > 0 || config_file.contains("src");
+  const bool tgt_given = tgt_flag->count() > 0 || config_file.contains("tgt");
+  // A new run's languages, where not given, come from DATA: before --dump-config too, which
+  // prints what the run would use.
+  if (!o.resume && !s.data_dir.empty()) infer_languages(s, src_given, tgt_given);
   if (dump_config) {
-    std::fputs(to_config_text(s).c_str(), stdout);
+    // Where each value came from: the last of the preset, --config, a flag (or DATA's files).
+    const std::string base = o.resume ? cat(RunDir{o.run_dir}.options(), " (--resume)")
+                                      : cat("preset ", Args::value_of(argc, argv, 2, "preset",
+                                                                      config_file.contains("preset") ? config_file.at("preset").get<std::string>() : "small"));
+    std::map<std::string, std::string> origin;
+    const Json resolved = to_json(s);
+    for (const auto& item : resolved.items()) {
+      const std::string& key = item.key();
+      origin[key] = base;
+      if (config_file.contains(key)) origin[key] = cat("--config ", config);
+      for (const CLI::Option* flag : flags_of_key[key]) {
+        if (flag->count() > 0) origin[key] = flag->get_name();
+      }
+    }
+    if (!o.resume && !s.data_dir.empty()) {
+      if (!src_given) origin["src"] = cat("inferred from ", s.data_dir, "/train.*");
+      if (!tgt_given) origin["tgt"] = cat("inferred from ", s.data_dir, "/train.*");
+    } else if (!o.resume) {
+      if (!src_given) origin["src"] = "the default; a run infers it from --data";
+      if (!tgt_given) origin["tgt"] = "the default; a run infers it from --data";
+    }
+    std::fputs(to_config_text(s, origin).c_str(), stdout);
     return 0;
   }
   if (o.run_dir.empty()) throw UsageError("qkgrad-translate train: --run is required (see --help)");
   if (s.data_dir.empty()) {
     throw UsageError("qkgrad-translate train: --data is required for a new run (or data = \"DIR\" in --config; see --help)");
-  }
-  if (!o.resume) {
-    infer_languages(s, src_flag->count() > 0 || config_file.contains("src"), tgt_flag->count() > 0 || config_file.contains("tgt"));
   }
   return g_comm != nullptr ? train(o, *g_comm) : train(o);
 }
