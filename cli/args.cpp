@@ -67,6 +67,8 @@ Args::Args(std::string program, std::string summary, HelpStyle style)
   }
   app_.get_formatter()->column_width(30);
   app_.set_help_flag(style_.help_flag, "this text");
+  app_.set_version_flag("--version", cat(program_, " ", QKGRAD_VERSION, " (qkgrad ", QKGRAD_VERSION, ")"),
+                        "the program's version");
   // As before CLI11: an option given twice takes its last value.
   app_.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 }
@@ -155,6 +157,9 @@ bool Args::parse(int argc, char** argv, int first) {
   } catch (const CLI::CallForHelp&) {
     std::fputs(help().c_str(), stdout);
     return false;
+  } catch (const CLI::CallForVersion& e) {
+    std::printf("%s\n", e.what());
+    return false;
   } catch (const CLI::ParseError& e) {
     throw UsageError(cat(program_, ": ", e.what(), " (see --help)"));
   }
@@ -171,7 +176,23 @@ std::optional<int> Args::parse_main(int argc, char** argv) {
   return std::nullopt;
 }
 
-std::string Args::help() const { return app_.help(); }
+namespace {
+const char* const kHiddenGroup = "(hidden: for the tests)";
+}  // namespace
+
+CLI::Option* Args::hidden(CLI::Option* o) { return o->group(kHiddenGroup); }
+
+// CLI11's help, less the section of the hidden options ("GROUP:" and its lines, up to the next
+// blank line).
+std::string Args::help() const {
+  const std::string text = app_.help();
+  const std::string header = cat("\n", kHiddenGroup, ":\n");
+  const std::size_t start = text.find(header);
+  if (start == std::string::npos) return text;
+  std::size_t end = text.find("\n\n", start + header.size() - 1);  // the section's last line ends here
+  end = end == std::string::npos ? text.size() : end + 2;
+  return text.substr(0, start + 1) + text.substr(end);
+}
 
 void Args::footer(const std::string& text) { app_.footer(text); }
 

@@ -9,6 +9,7 @@
 //   args.flag("json", "print one JSON line instead of the text", &json);
 //   if (const auto status = args.parse_main(argc, argv)) return *status;  // --help, or an error
 //
+// Every program answers -h/--help and --version ("PROGRAM VERSION (qkgrad VERSION)").
 // Every error is a UsageError (core/error.h) naming the option ("qkgrad-mlp: --steps: must be between 1
 // and 100000000, got 0 (see --help)"); programs print it and exit with status 2. Integers are
 // decimal only: "010" is ten (not octal eight), "0x10" is refused.
@@ -33,7 +34,7 @@ namespace qkgrad {
 // How --help looks. The defaults are qkgrad-translate's; kProgramStyle is that of the
 // single-command programs (qkgrad-mlp, qkgrad-gradcheck, the benchmarks).
 struct HelpStyle {
-  std::string help_flag = "--help";  // "-h,--help": -h as well
+  std::string help_flag = "-h,--help";  // "--help": without -h
   bool lowercase = true;             // "usage: ... [options]" and "options:" (false: CLI11's "Usage", "[OPTIONS]", "Options")
   bool ranges = false;               // an integer option's help ends with its range, " (1 to 64)"
 };
@@ -87,6 +88,9 @@ class Args {
   std::string help() const;
   // Text printed after the options in --help (e.g. train's table of presets).
   void footer(const std::string& text);
+  // An option for the tests alone: left out of --help, and named in its errors like any other
+  // (CLI11's own hiding, an empty group, also drops the name from its errors).
+  static CLI::Option* hidden(CLI::Option* o);
 
  private:
   CLI::Option* integer(CLI::Option* o, int64_t min, int64_t max);

@@ -37,6 +37,38 @@ TEST_CASE("every subcommand answers --help", "[cli]") {
   CHECK(run("frobnicate").status == 2);
 }
 
+TEST_CASE("every subcommand answers -h and --version, as the program does", "[cli]") {
+  for (const char* command : {"prepare-bible", "train", "translate", "eval", "score", "bleu", "average", "grads",
+                              "attention", "attention-stats"}) {
+    INFO(command);
+    Result r = run(std::string(command) + " -h");
+    CHECK(r.status == 0);
+    CHECK(r.output.find("usage: qkgrad-translate " + std::string(command)) != std::string::npos);
+    r = run(std::string(command) + " --version");
+    CHECK(r.status == 0);
+    CHECK(r.output == "qkgrad-translate " + std::string(command) + " " QKGRAD_VERSION " (qkgrad " QKGRAD_VERSION ")\n");
+  }
+  CHECK(run("-h").status == 0);
+  CHECK(run("--version").status == 0);
+}
+
+TEST_CASE("train's --help: hidden test flags stay hidden but are named in their errors; inferred values show no default",
+          "[cli]") {
+  const Result help = run("train --help");
+  REQUIRE(help.status == 0);
+  CHECK(help.output.find("inject") == std::string::npos);
+  CHECK(help.output.find("hidden") == std::string::npos);
+  CHECK(help.output.find("--src TEXT ") != std::string::npos);  // not "--src TEXT=es": a new run infers it
+  CHECK(help.output.find("--tgt TEXT=") == std::string::npos);
+  CHECK(help.output.find("presets (--preset") != std::string::npos);  // the footer is still there
+  Result r = run("train --inject-nan-at-step -1 --run x");
+  CHECK(r.status == 2);
+  CHECK(r.output.find("train: --inject-nan-at-step: must be between 0 and") != std::string::npos);
+  r = run("train --inject-rank-death-at-step x --run x");
+  CHECK(r.status == 2);
+  CHECK(r.output.find("--inject-rank-death-at-step: needs an integer") != std::string::npos);
+}
+
 TEST_CASE("bad input gives a clear message and a non-zero status, never a crash", "[cli][errors]") {
   TempDir tmp;
   Result r = run("translate --run " + tmp / "nope" + " --beam -1");

@@ -239,8 +239,11 @@ int cmd_train(int argc, char** argv) {
               &config);
   args.flag("dump-config", "print the resolved settings in --config's form and exit", &dump_config);
   CLI::Option* data_flag = args.option("data", "directory with train/dev/test.{SRC,TGT} (required for a new run)", &s.data_dir);
-  CLI::Option* src_flag = args.option("src", "source language suffix (default: inferred from DATA/train.*)", &s.src);
-  CLI::Option* tgt_flag = args.option("tgt", "target language suffix (default: inferred from DATA/train.*)", &s.tgt);
+  // No default shown: a new run infers them from DATA (--dump-config shows what it would use).
+  CLI::Option* src_flag = args.option("src", "source language suffix (default: inferred from DATA/train.*)", &s.src)
+                              ->default_str("");
+  CLI::Option* tgt_flag = args.option("tgt", "target language suffix (default: inferred from DATA/train.*)", &s.tgt)
+                              ->default_str("");
   args.option("run", "run directory (created; required unless --dump-config)", &o.run_dir);
   // A setting's flag: its range or choices are those of its key in the settings table. Each
   // key's flags are remembered, for --dump-config to say where a value came from.
@@ -300,11 +303,10 @@ int cmd_train(int argc, char** argv) {
   args.option("threads", "CPU threads (default: all)", &o.threads, 1, 4096);
   setting("save-every", "save_every", "also save RUNDIR/checkpoints/last every N steps (0: at evaluations only)", &s.save_every);
   args.flag("resume", "continue the run in --run from its last checkpoint", &o.resume);
-  args.option("inject-nan-at-step", "testing: pretend the loss of this step is NaN", &o.inject_nan_at_step, 0, int64_t{1} << 40)
-      ->group("");  // for the tests of the NaN guard: not in --help
-  args.option("inject-rank-death-at-step", "testing: the last rank of a data-parallel job kills itself at this step",
-              &o.inject_rank_death_at_step, 0, int64_t{1} << 40)
-      ->group("");  // for the tests of a rank's death under mpirun: not in --help
+  Args::hidden(args.option("inject-nan-at-step", "testing: pretend the loss of this step is NaN", &o.inject_nan_at_step, 0,
+                           int64_t{1} << 40));  // for the tests of the NaN guard
+  Args::hidden(args.option("inject-rank-death-at-step", "testing: the last rank of a data-parallel job kills itself at this step",
+                           &o.inject_rank_death_at_step, 0, int64_t{1} << 40));  // for the tests of a rank's death
   args.choice("on-nan", "a non-finite loss or gradient: stop (after saving the last good state) or skip the batch", &o.on_nan, {"stop", "skip"});
   args.footer(presets_table());
   if (!args.parse(argc, argv, 2)) return 0;
