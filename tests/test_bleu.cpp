@@ -240,14 +240,26 @@ TEST_CASE("corpus_bleu: statistics of parts add up to the whole", "[bleu]") {
   CHECK(bleu_from_stats(parts).score == whole.score);
 }
 
+TEST_CASE("corpus_bleu and corpus_chrf: an empty reference line is scored, as sacreBLEU 2.6 does", "[bleu]") {
+  // By hand: hypothesis n-grams 6/4/2/1 (the second line's "x y" adds 2 and 1 and matches
+  // nothing), matches 4/3/2/1; hypothesis length 6 >= reference length 4, so BP 1;
+  // BLEU = 100 · (4/6 · 3/4 · 2/2 · 1/1)^(1/4) = 100 · 0.5^0.25.
+  const BleuScore b = corpus_bleu({"a b c d", "x y"}, {"a b c d", ""});
+  CHECK(b.score == Approx(100.0 * std::pow(0.5, 0.25)).epsilon(1e-12));
+  CHECK(b.ref_len == 4);
+  CHECK(b.hyp_len == 6);
+  // chrF: a hypothesis against an empty reference adds no n-grams of its own (sacreBLEU counts
+  // only orders the reference has), so the score is that of the first pair alone.
+  CHECK(corpus_chrf({"a b c d", "x y"}, {"a b c d", ""}) == Approx(100.0));
+  CHECK(corpus_chrf({"abcd", ""}, {"abce", ""}) == Approx(corpus_chrf({"abcd"}, {"abce"})));
+}
+
 TEST_CASE("corpus_bleu and corpus_chrf: clear errors", "[bleu]") {
   CHECK_THROWS_WITH(corpus_bleu({"a", "b", "c"}, {"a", "b"}),
                     Contains("corpus_bleu: 3 hypothesis lines but 2 reference lines"));
   CHECK_THROWS_WITH(corpus_chrf({"a"}, {"a", "b"}),
                     Contains("corpus_chrf: 1 hypothesis lines but 2 reference lines"));
   CHECK_THROWS_WITH(corpus_bleu({}, {}), Contains("corpus is empty"));
-  CHECK_THROWS_WITH(corpus_bleu({"a", "b"}, {"a", ""}),
-                    Contains("reference line 2 is empty"));
   CHECK_THROWS_WITH(corpus_chrf({"a", "b\xff"}, {"a", "b"}),
                     Contains("hypothesis line 2 is not valid UTF-8 (byte 0xFF at byte offset 1)"));
   // Overlong encodings and surrogates are invalid too.

@@ -67,8 +67,8 @@ struct BleuStats {
 std::string tokenize_13a(std::string_view line);
 
 // Corpus BLEU of hypotheses[i] against references[i] (one reference per hypothesis).
-// Throws qkgrad::Error if the counts differ, a line is not UTF-8, the corpus is empty, or a
-// reference is the empty string (sacreBLEU refuses those too).
+// Throws qkgrad::Error if the counts differ, a line is not UTF-8 or the corpus is empty. An empty
+// reference line is scored, as sacreBLEU 2.6 does (its hypothesis's n-grams match nothing).
 BleuScore corpus_bleu(const std::vector<std::string>& hypotheses,
                       const std::vector<std::string>& references,
                       BleuTokenize tokenize = BleuTokenize::t13a);
