@@ -513,8 +513,20 @@ TEST_CASE("workflow: --best-metric picks checkpoints/best by chrF or loss; the e
   // eval --split names the splits there are.
   r = run("eval --run " + tmp / "run" + " --split valid");
   CHECK(r.status == 1);
-  CHECK_THAT(r.output, Contains("--split valid: " + tmp / "valid.es" + " does not exist; " + tmp.path +
+  CHECK_THAT(r.output, Contains("--split valid: " + tmp / "valid.es" + " does not exist (nor gzipped, .gz); " + tmp.path +
                                 " has the splits dev, test, train"));
+  // ... gzipped ones too.
+  fs::create_directories(tmp / "gz");
+  for (const char* split : {"train", "dev", "test"}) {
+    for (const char* lang : {"es", "en"}) {
+      const std::string name = std::string(split) + "." + lang;
+      fs::copy_file(tmp / name, tmp / ("gz/" + name));
+    }
+  }
+  REQUIRE(run_shell("gzip " + tmp / "gz/train.es " + tmp / "gz/dev.es " + tmp / "gz/dev.en " + tmp / "gz/test.en").status == 0);
+  r = run("eval --run " + tmp / "run" + " --data " + tmp / "gz" + " --split valid");
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output, Contains(" has the splits dev, test, train"));
   // attention --out makes its folder.
   r = run("attention --run " + tmp / "run" + " --text \"uno dos\" --out " + tmp / "new/folder/att");
   CHECK(r.status == 0);

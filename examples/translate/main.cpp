@@ -77,17 +77,26 @@ SplitFiles split_files_of_run(const std::string& run, std::string data, const st
   }
   SplitFiles files{corpus_path(data, split, options.src), corpus_path(data, split, options.tgt), options.bleu_tokenize};
   if (!std::filesystem::exists(files.src) || !std::filesystem::exists(files.tgt)) {
-    std::vector<std::string> splits;  // every NAME with both NAME.SRC and NAME.TGT in DATA
+    // Every NAME with both NAME.SRC and NAME.TGT in DATA, each plain or gzipped (.gz).
+    std::vector<std::string> splits;
+    const std::string src_suffix = "." + options.src;
     std::error_code ec;
     for (const auto& entry : std::filesystem::directory_iterator(data, ec)) {
-      const std::filesystem::path p = entry.path();
-      if (p.extension() == "." + options.src && std::filesystem::exists(p.parent_path() / (p.stem().string() + "." + options.tgt))) {
-        splits.push_back(p.stem().string());
+      std::string name = entry.path().filename().string();
+      if (name.size() > 3 && name.compare(name.size() - 3, 3, ".gz") == 0) name.resize(name.size() - 3);
+      if (name.size() <= src_suffix.size() || name.compare(name.size() - src_suffix.size(), src_suffix.size(), src_suffix) != 0) {
+        continue;
+      }
+      const std::string stem = name.substr(0, name.size() - src_suffix.size());
+      if (std::filesystem::exists(corpus_path(data, stem, options.tgt), ec) &&
+          std::find(splits.begin(), splits.end(), stem) == splits.end()) {
+        splits.push_back(stem);
       }
     }
     std::sort(splits.begin(), splits.end());
-    fail(cat("--split ", split, ": ", std::filesystem::exists(files.src) ? files.tgt : files.src, " does not exist; ", data,
-             splits.empty() ? cat(" has no NAME.", options.src, " with NAME.", options.tgt)
+    fail(cat("--split ", split, ": ", std::filesystem::exists(files.src) ? files.tgt : files.src,
+             " does not exist (nor gzipped, .gz); ", data,
+             splits.empty() ? cat(" has no NAME.", options.src, " with NAME.", options.tgt, " (plain or .gz)")
                             : cat(" has the splits ", join(splits, ", "))));
   }
   return files;
