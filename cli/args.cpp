@@ -163,7 +163,18 @@ bool Args::parse(int argc, char** argv, int first) {
   } catch (const CLI::ParseError& e) {
     throw UsageError(cat(program_, ": ", e.what(), " (see --help)"));
   }
+  for (const auto& [o, why] : once_) {
+    if (o->count() <= 1) continue;
+    std::string values;
+    for (const std::string& v : o->results()) values += cat(values.empty() ? "" : ", ", "'", v, "'");
+    throw UsageError(cat(program_, ": ", o->get_name(), " given ", o->count(), " times (", values, "); give it once: ", why));
+  }
   return true;
+}
+
+CLI::Option* Args::once(CLI::Option* o, const std::string& why) {
+  once_.emplace_back(o, why);
+  return o;
 }
 
 std::optional<int> Args::parse_main(int argc, char** argv) {

@@ -80,7 +80,7 @@ class Args {
   // UsageError ("PROGRAM: --beam: must be between 1 and 64, got 0 (see --help)"). An
   // option whose value is missing never takes the next option as its value: "--run --resume" is
   // an error (a value that starts with -- is written --run=--x). Given twice, an option takes
-  // its last value.
+  // its last value, unless it is once().
   bool parse(int argc, char** argv, int first);
   // parse(argc, argv, 1) for a program's main(): the exit status main should return now (0
   // after --help; 2 after printing a usage error to stderr), or nullopt to go on.
@@ -88,6 +88,11 @@ class Args {
   std::string help() const;
   // Text printed after the options in --help (e.g. train's table of presets).
   void footer(const std::string& text);
+  // An option that must not be given twice (parse() refuses it, naming the values and `why`):
+  // one whose repetition a user may mean as several values (bleu --ref a --ref b as two
+  // references, --checkpoint A --checkpoint B as an ensemble). Other options given twice take
+  // their last value, so that a script's flags can be overridden by flags after them.
+  CLI::Option* once(CLI::Option* o, const std::string& why);
   // An option for the tests alone: left out of --help, and named in its errors like any other
   // (CLI11's own hiding, an empty group, also drops the name from its errors).
   static CLI::Option* hidden(CLI::Option* o);
@@ -99,6 +104,7 @@ class Args {
   std::string program_;
   HelpStyle style_;
   CLI::App app_;
+  std::vector<std::pair<CLI::Option*, std::string>> once_;
 };
 
 template <std::integral T>

@@ -168,7 +168,9 @@ std::string read_file(const std::string& path, std::size_t max_bytes) {
   if (fd < 0) {
     const int err = errno;
     fail(cat("read_file: cannot open '", path, "': ", reason(err),
-             "; check the path and its permissions"));
+             err == ELOOP ? " (a symbolic link that leads back to itself, so it never reaches a file); point it at the "
+                            "file it should name"
+                          : "; check the path and its permissions"));
   }
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(::fdopen(fd, "rb"), &std::fclose);
   if (!file) {

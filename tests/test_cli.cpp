@@ -52,6 +52,30 @@ TEST_CASE("every subcommand answers -h and --version, as the program does", "[cl
   CHECK(run("--version").status == 0);
 }
 
+TEST_CASE("a flag whose repetition could mean several values is refused when repeated; others take the last",
+          "[cli]") {
+  TempDir tmp;
+  write(tmp / "a.txt", "a b c d e\n");
+  write(tmp / "b.txt", "a b d c e\n");
+  Result r = run("bleu --ref " + tmp / "a.txt" + " --ref " + tmp / "b.txt" + " --hyp " + tmp / "a.txt");
+  CHECK(r.status == 2);
+  CHECK(r.output.find("--ref given 2 times ('" + tmp / "a.txt" + "', '" + tmp / "b.txt" + "'); give it once") !=
+        std::string::npos);
+  CHECK(r.output.find("multi-reference BLEU") != std::string::npos);
+  for (const char* command : {"translate", "eval", "score --src a --tgt b", "attention --text a", "grads --src a --tgt b --out g"}) {
+    r = run(std::string(command) + " --run x --checkpoint best --checkpoint last");
+    INFO(command << ": " << r.output);
+    CHECK(r.status == 2);
+    CHECK(r.output.find("--checkpoint given 2 times ('best', 'last')") != std::string::npos);
+    CHECK(r.output.find("`average` them") != std::string::npos);
+  }
+  // A recipe flag given twice takes its last value (scripts override their own flags so).
+  r = run("bleu --ref " + tmp / "a.txt" + " --hyp " + tmp / "a.txt" + " --tokenize 13a --tokenize none");
+  CHECK(r.status == 0);
+  CHECK(r.output.find("BLEU = 100.00") != std::string::npos);
+  CHECK(r.output.find("tok:none") != std::string::npos);
+}
+
 TEST_CASE("train's --help: hidden test flags stay hidden but are named in their errors; inferred values show no default",
           "[cli]") {
   const Result help = run("train --help");

@@ -383,7 +383,7 @@ TEST_CASE("run safety: damaged trainer counters, oversized configs and another r
     INFO(key << " = " << value);
     const std::string original = read(last + "/trainer.safetensors");
     edit_safetensors(last + "/trainer.safetensors", [&](safetensors::Contents& c) { c.metadata[key] = value; });
-    expect_exit(qk(resume), 1, {"cannot continue from " + last, "trainer state: '" + key + "' is "});
+    expect_exit(qk(resume), 1, {"cannot continue from " + last, "'" + key + "' is "});
     write(last + "/trainer.safetensors", original);
   }
 
@@ -473,6 +473,39 @@ TEST_CASE("run safety: eval from another directory scores the run's own data", "
   expect_exit(run_command(eval), 0, {"(40 sentences"});
   const std::string hyp = read(tmp / "a/run/test.hyp");
   CHECK(std::count(hyp.begin(), hyp.end(), '\n') == 40);
+}
+
+TEST_CASE("run safety: a --run that is a file or a checkpoint, a folder of other files, a symlink loop: each named",
+          "[reliability]") {
+  TempDir tmp;
+  const std::string run = copy_of_trained_run(tmp / "run");
+  write(tmp / "in.txt", "uno dos\n");
+  // A file given as the run directory.
+  expect_exit(qk({"translate", "--run", tmp / "in.txt", "--input", tmp / "in.txt"}), 1,
+              {"--run " + tmp / "in.txt" + " is a file, not a run directory"});
+  // A checkpoint given as the run directory: the --checkpoint to use instead.
+  expect_exit(qk({"translate", "--run", run + "/checkpoints/best", "--input", tmp / "in.txt"}), 1,
+              {"is a checkpoint, not a run directory: use --run " + run + " --checkpoint best"});
+  expect_exit(qk({"eval", "--run", run + "/checkpoints/last"}), 1, {"use --run " + run + " --checkpoint last"});
+  // A new run into a folder that holds another program's files: refused, nothing added.
+  const std::string folder = tmp / "papers";
+  fs::create_directories(folder);
+  write(folder + "/draft.tex", "x");
+  expect_exit(qk(train_args(trained().data, folder, 2)), 1,
+              {"--run " + folder + " holds files that are not a training run's (draft.tex)", "Nothing was written"});
+  CHECK(std::distance(fs::directory_iterator(folder), fs::directory_iterator()) == 1);
+  // ... but an empty one, or one holding only a subwords.model to use, is fine.
+  fs::create_directories(tmp / "empty");
+  expect_exit(qk(train_args(trained().data, tmp / "empty", 2)), 0, {});
+  // A corpus file that is a symbolic link loop is named as one.
+  const std::string data = tmp / "looped";
+  fs::copy(trained().data, data, fs::copy_options::recursive);
+  fs::remove(data + "/train.es");
+  fs::create_symlink("b", data + "/a");
+  fs::create_symlink("a", data + "/b");
+  fs::create_symlink("a", data + "/train.es");
+  expect_exit(qk(train_args(data, tmp / "looped-run", 2)), 1, {"train.es", "leads back to itself"});
+  CHECK_FALSE(exists(tmp / "looped-run"));
 }
 
 TEST_CASE("run safety: an output that cannot be written is refused before the work", "[reliability]") {

@@ -29,7 +29,8 @@ bool gzipped(const std::string& path) { return path.size() > 3 && path.compare(p
 std::string read_gzip_file(const std::string& path, std::size_t max_bytes) {
   std::error_code ec;
   QKGRAD_CHECK(std::filesystem::is_regular_file(path, ec), "cannot open '", path, "': ",
-               std::filesystem::exists(path, ec) ? "not a regular file" : "No such file or directory");
+               ec.value() == ELOOP ? "a symbolic link that leads back to itself (it never reaches a file)"
+               : std::filesystem::exists(path, ec) ? "not a regular file" : "No such file or directory");
   gzFile file = ::gzopen(path.c_str(), "rb");
   QKGRAD_CHECK(file != nullptr, "cannot open '", path, "': ", std::strerror(errno));
   std::string text;

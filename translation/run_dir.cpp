@@ -63,6 +63,23 @@ RunLock::~RunLock() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+void check_is_run_directory(const std::string& run_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p(run_dir);
+  QKGRAD_CHECK(!fs::is_regular_file(p, ec), "--run ", run_dir, " is a file, not a run directory (the directory ",
+               "`train --run DIR` made)");
+  // A checkpoint given as the run: RUNDIR/checkpoints/NAME.
+  if (checkpoint_exists(run_dir) && p.lexically_normal().parent_path().filename() == "checkpoints") {
+    const fs::path run = p.lexically_normal().parent_path().parent_path();
+    fail(cat("--run ", run_dir, " is a checkpoint, not a run directory: use --run ", run.empty() ? "." : run.string(),
+             " --checkpoint ", p.filename().string() == "best" || p.filename().string() == "last" ? p.filename().string()
+                                                                                                   : run_dir));
+  }
+  QKGRAD_CHECK(fs::is_directory(p, ec), "run directory ", run_dir, " does not exist (train a model first: ",
+               "qkgrad-translate train --run ", run_dir, " ...)");
+}
+
 std::string checkpoint_path(const RunDir& run, const std::string& checkpoint) {
   if (checkpoint.empty()) return checkpoint_exists(run.best()) ? run.best() : run.last();
   if (checkpoint == "best") return run.best();
@@ -72,8 +89,7 @@ std::string checkpoint_path(const RunDir& run, const std::string& checkpoint) {
 
 LoadedModel load_trained_model(const std::string& run_dir, Device device, const std::string& checkpoint) {
   const RunDir run{run_dir};
-  QKGRAD_CHECK(std::filesystem::is_directory(run_dir), "run directory ", run_dir,
-               " does not exist (train a model first: qkgrad-translate train --run ", run_dir, " ...)");
+  check_is_run_directory(run_dir);
   LoadedModel loaded;
   loaded.checkpoint = checkpoint_path(run, checkpoint);
   if (checkpoint.empty()) {

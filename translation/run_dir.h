@@ -52,6 +52,10 @@ class RunLock {
   int fd_ = -1;
 };
 
+// Refuses a --run that is no run directory, saying what it is instead: a file, a checkpoint
+// (RUNDIR/checkpoints/best: "use --run RUNDIR --checkpoint best"), or nothing.
+void check_is_run_directory(const std::string& run_dir);
+
 // What training processes killed mid-save (SIGKILL, a power cut) left in RUNDIR/checkpoints:
 // last.tmp-PID, best.tmp-PID, step-N.tmp-PID (a half-written checkpoint: hundreds of MB at the
 // paper's size), and last.old-PID or best.old-PID beside a complete last or best. Call it

@@ -589,6 +589,7 @@ class TrainingRun {
       store_resume_changes();
       return;
     }
+    refuse_foreign_directory();
     cleanup_.emplace(run_);  // notes what exists before anything is created
     std::error_code ec;
     fs::create_directories(run_.root, ec);
@@ -607,6 +608,30 @@ class TrainingRun {
                " already holds a trained run; use --resume to continue it, or choose another --run (nothing was overwritten)"));
     }
     cleanup_->arm();  // from here on, a failure before the first checkpoint leaves nothing behind
+  }
+
+  // A new run goes into a new or empty directory, or one that holds only a run's own files (an
+  // earlier attempt, or a subwords.model put there by hand): never beside another program's
+  // files, which it would silently mix with its own.
+  void refuse_foreign_directory() const {
+    std::error_code ec;
+    if (!fs::is_directory(run_.root, ec)) return;
+    static const std::vector<std::string> own = {"options.json", "subwords.model", "subwords.vocab", "subword_training.txt",
+                                                 "metrics.jsonl", "curves.svg", "checkpoints", "train.lock"};
+    std::vector<std::string> foreign;
+    for (const auto& entry : fs::directory_iterator(run_.root, ec)) {
+      const std::string name = entry.path().filename().string();
+      const bool mine = std::any_of(own.begin(), own.end(), [&](const std::string& o) { return name.rfind(o, 0) == 0; });
+      if (!mine) foreign.push_back(name);
+    }
+    if (foreign.empty()) return;
+    std::sort(foreign.begin(), foreign.end());
+    const std::size_t shown = std::min<std::size_t>(foreign.size(), 3);
+    fail(cat("train: --run ", run_.root, " holds files that are not a training run's (",
+             join(std::vector<std::string>(foreign.begin(), foreign.begin() + static_cast<std::ptrdiff_t>(shown)), ", "),
+             foreign.size() > shown ? cat(" and ", foreign.size() - shown, " more") : std::string(),
+             "); a new run goes into a new or empty directory (or one holding only a subwords.model to use): ",
+             "choose another --run. Nothing was written"));
   }
 
   // ---- phase 2: the corpus (read and checked before anything is written), the subwords ----

@@ -63,8 +63,7 @@ struct SplitFiles {
 };
 SplitFiles split_files_of_run(const std::string& run, std::string data, const std::string& split) {
   const RunDir rd{run};
-  QKGRAD_CHECK(std::filesystem::is_directory(run), "run directory ", run, " does not exist (train a model first: ",
-               "qkgrad-translate train --run ", run, " ...)");
+  check_is_run_directory(run);
   const RunSettings options = load_run_settings(rd.options());
   if (data.empty()) {
     data = options.data_dir;
@@ -112,6 +111,8 @@ std::vector<std::string> read_input_lines(const std::string& input) {
 
 constexpr const char* kCheckpointHelp =
     "which checkpoint: best (the default; last if there is none yet), last, or a checkpoint directory";
+// Why --checkpoint is given once: several are no ensemble (not supported) and the last would win.
+constexpr const char* kOneCheckpoint = "several checkpoints (an ensemble) are not supported; to combine them, `average` them";
 
 // Where a write to stdout failed (a full disk under a redirect, a closed pipe): an Error,
 // "translate: writing the translations to stdout failed: ...".
@@ -367,9 +368,9 @@ int cmd_translate(int argc, char** argv) {
             "read and translated --batch-lines at a time, and on stdout each batch is written as soon as it\n"
             "is done (a pipe or a terminal gets its answers while the input goes on).");
   args.option("run", "run directory", &run, true);
-  args.option("input", "input file (default: stdin)", &input);
+  args.once(args.option("input", "input file (default: stdin)", &input), "translate one file at a time");
   args.option("output", "output file, written atomically at the end (default: stdout, as it goes)", &output);
-  args.option("checkpoint", kCheckpointHelp, &checkpoint);
+  args.once(args.option("checkpoint", kCheckpointHelp, &checkpoint), kOneCheckpoint);
   args.option("beam", "beam size", &beam.beam, 1, 64);
   args.option("alpha", "GNMT length penalty exponent", &beam.alpha, 0, 10);
   args.option("max-extra", "at most source length + this many tokens", &beam.max_extra, 1, 10000);
@@ -436,7 +437,7 @@ int cmd_score(int argc, char** argv) {
   args.option("src", "source sentences", &src, true);
   args.option("tgt", "their translations, line by line", &tgt, true);
   args.option("output", "output file (default: stdout)", &output);
-  args.option("checkpoint", kCheckpointHelp, &checkpoint);
+  args.once(args.option("checkpoint", kCheckpointHelp, &checkpoint), kOneCheckpoint);
   args.flag("normalize", "divide each score by its token count (the target's subwords + 1)", &normalize);
   args.option("max-length", "the longest line scored, in subwords (a longer one is an error naming it)", &max_length, 1, 100000);
   args.choice("device", kDeviceHelp, &device, kDeviceChoices);
@@ -511,7 +512,8 @@ int cmd_bleu(int argc, char** argv) {
   std::string ref, hyp, tokenize = "13a";
   Args args("qkgrad-translate bleu", "Corpus BLEU (sacreBLEU-compatible) and chrF of --hyp (or stdin) against --ref,\n"
                                      "with sacreBLEU-style signatures.");
-  args.option("ref", "reference file", &ref, true);
+  args.once(args.option("ref", "reference file", &ref, true),
+            "several references (multi-reference BLEU) are not supported; score against each separately");
   args.option("hyp", "hypothesis file (default: stdin)", &hyp);
   args.choice("tokenize", "13a (sacreBLEU's default) or none (pre-tokenised text)", &tokenize, {"13a", "none"});
   if (!args.parse(argc, argv, 2)) return 0;
@@ -532,7 +534,7 @@ int cmd_eval(int argc, char** argv) {
   args.option("run", "run directory", &run, true);
   args.option("split", "which split: train, dev or test (DATA/SPLIT.SRC and DATA/SPLIT.TGT)", &split);
   args.option("data", "data directory (default: the one the run was trained on)", &data);
-  args.option("checkpoint", kCheckpointHelp, &checkpoint);
+  args.once(args.option("checkpoint", kCheckpointHelp, &checkpoint), kOneCheckpoint);
   args.option("beam", "beam size", &beam.beam, 1, 64);
   args.option("alpha", "GNMT length penalty exponent", &beam.alpha, 0, 10);
   args.choice("tokenize", "BLEU tokenisation (default: the run's, bleu_tokenize in options.json)", &tokenize, {"13a", "none"});
@@ -578,7 +580,7 @@ int cmd_grads(int argc, char** argv) {
   args.option("src", "source sentences", &src, true);
   args.option("tgt", "target sentences", &tgt, true);
   args.option("out", "output .safetensors file", &out, true);
-  args.option("checkpoint", kCheckpointHelp, &checkpoint);
+  args.once(args.option("checkpoint", kCheckpointHelp, &checkpoint), kOneCheckpoint);
   args.option("max-sentences", "sentences in the batch", &max_sentences, 1, 100000);
   args.option("label-smoothing", "label smoothing epsilon", &smoothing, 0, 1);
   args.choice("device", kDeviceHelp, &device, kDeviceChoices);
@@ -607,8 +609,8 @@ int cmd_attention(int argc, char** argv) {
             "Translates --text (greedy), then draws the attention probabilities of every layer and head:\n"
             "encoder self-attention, decoder self-attention and cross-attention, one SVG grid each.");
   args.option("run", "run directory", &run, true);
-  args.option("text", "the source sentence", &text, true);
-  args.option("checkpoint", kCheckpointHelp, &checkpoint);
+  args.once(args.option("text", "the source sentence", &text, true), "one sentence at a time");
+  args.once(args.option("checkpoint", kCheckpointHelp, &checkpoint), kOneCheckpoint);
   args.option("out", "output prefix (default RUNDIR/attention): writes PREFIX-encoder.svg, -decoder.svg, -cross.svg", &out);
   args.option("max-length", "the longest --text drawn, in subwords (a heatmap has length^2 cells per head)", &max_length, 1,
               1024);
@@ -700,7 +702,7 @@ int cmd_attention_stats(int argc, char** argv) {
   args.option("batch-tokens", "padded tokens per batch", &batch_tokens, 16, 1000000);
   args.option("max-length", "skip pairs longer than this many subwords", &max_length, 1, 100000);
   args.option("out", "also write one JSON object per module to this file (JSON lines)", &out);
-  args.option("checkpoint", kCheckpointHelp, &checkpoint);
+  args.once(args.option("checkpoint", kCheckpointHelp, &checkpoint), kOneCheckpoint);
   args.choice("device", kDeviceHelp, &device, kDeviceChoices);
   if (!args.parse(argc, argv, 2)) return 0;
   const Device on = parse_device("qkgrad-translate attention-stats", device);
