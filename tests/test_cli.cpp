@@ -76,6 +76,17 @@ TEST_CASE("a flag whose repetition could mean several values is refused when rep
   CHECK(r.output.find("tok:none") != std::string::npos);
 }
 
+TEST_CASE("the commands that run a model take --threads, as train does", "[cli]") {
+  for (const char* command : {"translate", "eval", "score", "grads", "attention", "attention-stats"}) {
+    INFO(command);
+    Result r = run(std::string(command) + " --help");
+    CHECK(r.output.find("--threads N=all") != std::string::npos);
+    r = run(std::string(command) + " --threads 0");
+    CHECK(r.status == 2);
+    CHECK(r.output.find("--threads: must be between 1 and 4096, got 0") != std::string::npos);
+  }
+}
+
 TEST_CASE("train's --help: hidden test flags stay hidden but are named in their errors; inferred values show no default",
           "[cli]") {
   const Result help = run("train --help");

@@ -346,6 +346,11 @@ TEST_CASE("workflow: n-best lists, score, --checkpoint, --keep-last with average
   CHECK(scores[0].size() == 3);
   CHECK(scores[1] == std::vector<double>{0.0});
   for (const auto& [id, s] : scores) CHECK(std::is_sorted(s.rbegin(), s.rend()));
+  // --threads changes the speed, not the translations.
+  const Result one = run("translate --run " + run_dir + " --input " + tmp / "in.txt" + " --threads 1");
+  const Result all = run("translate --run " + run_dir + " --input " + tmp / "in.txt");
+  REQUIRE(one.status == 0);
+  CHECK(one.output == all.output);
   r = run("translate --run " + run_dir + " --input " + tmp / "in.txt" + " --n-best 5");
   CHECK(r.status == 2);
   CHECK_THAT(r.output, Contains("--n-best 5 needs --beam 5 or more"));

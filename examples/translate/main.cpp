@@ -28,6 +28,7 @@
 
 #include "cli/args.h"
 #include "core/autograd.h"
+#include "core/backend.h"
 #include "core/error.h"
 #include "corpora/bible.h"
 #include "distributed/communicator.h"
@@ -357,6 +358,19 @@ int cmd_train(int argc, char** argv) {
   return g_comm != nullptr ? train(o, *g_comm) : train(o);
 }
 
+// --threads of the commands that run a model (as train's): CPU threads, default all. On a shared
+// machine fewer threads than cores can be much faster: OpenMP's threads wait for each other when
+// other work holds some of the cores.
+struct ThreadsFlag {
+  int64_t threads = 0;
+  explicit ThreadsFlag(Args& args) {
+    args.option("threads", "CPU threads (default: all)", &threads, 1, 4096)->default_str("all");
+  }
+  void apply() const {
+    if (threads > 0) set_num_threads(static_cast<int>(threads));
+  }
+};
+
 int cmd_translate(int argc, char** argv) {
   std::string run, input, output, device = "cpu", checkpoint;
   BeamOptions beam;
@@ -381,7 +395,9 @@ int cmd_translate(int argc, char** argv) {
               1000000);
   args.flag("greedy", "greedy decoding (beam 1)", &greedy);
   args.choice("device", kDeviceHelp, &device, kDeviceChoices);
+  const ThreadsFlag threads(args);
   if (!args.parse(argc, argv, 2)) return 0;
+  threads.apply();
   const Device on = parse_device("qkgrad-translate translate", device);
   if (greedy) beam.beam = 1;
   if (n_best > beam.beam) {
@@ -441,7 +457,9 @@ int cmd_score(int argc, char** argv) {
   args.flag("normalize", "divide each score by its token count (the target's subwords + 1)", &normalize);
   args.option("max-length", "the longest line scored, in subwords (a longer one is an error naming it)", &max_length, 1, 100000);
   args.choice("device", kDeviceHelp, &device, kDeviceChoices);
+  const ThreadsFlag threads(args);
   if (!args.parse(argc, argv, 2)) return 0;
+  threads.apply();
   const Device on = parse_device("qkgrad-translate score", device);
   if (!output.empty()) check_can_write(output, "score: --output " + output);
   const std::vector<std::string> sources = read_text_lines(src), targets = read_text_lines(tgt);
@@ -541,7 +559,9 @@ int cmd_eval(int argc, char** argv) {
   args.option("show", "print this many source / reference / translation triples", &show, 0, 1000000);
   args.option("max-length", "longer source lines are cropped to this many subwords (counted on stderr)", &max_length, 1, 100000);
   args.choice("device", kDeviceHelp, &device, kDeviceChoices);
+  const ThreadsFlag threads(args);
   if (!args.parse(argc, argv, 2)) return 0;
+  threads.apply();
   const Device on = parse_device("qkgrad-translate eval", device);
   const SplitFiles files = split_files_of_run(run, data, split);
   const std::string hyp_path = run + "/" + split + ".hyp";
@@ -584,7 +604,9 @@ int cmd_grads(int argc, char** argv) {
   args.option("max-sentences", "sentences in the batch", &max_sentences, 1, 100000);
   args.option("label-smoothing", "label smoothing epsilon", &smoothing, 0, 1);
   args.choice("device", kDeviceHelp, &device, kDeviceChoices);
+  const ThreadsFlag threads(args);
   if (!args.parse(argc, argv, 2)) return 0;
+  threads.apply();
   const Device on = parse_device("qkgrad-translate grads", device);
   check_can_write(out, "grads: --out " + out);
   LoadedModel m = load_trained_model(run, on, checkpoint);
@@ -615,7 +637,9 @@ int cmd_attention(int argc, char** argv) {
   args.option("max-length", "the longest --text drawn, in subwords (a heatmap has length^2 cells per head)", &max_length, 1,
               1024);
   args.choice("device", kDeviceHelp, &device, kDeviceChoices);
+  const ThreadsFlag threads(args);
   if (!args.parse(argc, argv, 2)) return 0;
+  threads.apply();
   const Device on = parse_device("qkgrad-translate attention", device);
   if (out.empty()) out = run + "/attention";
   if (const auto folder = std::filesystem::path(out).parent_path(); !folder.empty()) {
@@ -704,7 +728,9 @@ int cmd_attention_stats(int argc, char** argv) {
   args.option("out", "also write one JSON object per module to this file (JSON lines)", &out);
   args.once(args.option("checkpoint", kCheckpointHelp, &checkpoint), kOneCheckpoint);
   args.choice("device", kDeviceHelp, &device, kDeviceChoices);
+  const ThreadsFlag threads(args);
   if (!args.parse(argc, argv, 2)) return 0;
+  threads.apply();
   const Device on = parse_device("qkgrad-translate attention-stats", device);
   if (!out.empty()) check_can_write(out, "attention-stats: --out " + out);
   const SplitFiles files = split_files_of_run(run, data, split);
