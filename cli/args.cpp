@@ -1,8 +1,10 @@
 #include "cli/args.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <vector>
 
 namespace qkgrad {
 
@@ -54,6 +56,24 @@ CLI::Validator one_of(const std::vector<std::string>& choices, const std::string
         return cat("must be one of ", list, ", got '", v, "'");
       },
       "", "choice");
+}
+
+const char* const kHiddenGroup = "(hidden: for the tests)";
+
+// The edit distance (Levenshtein) of two flag names.
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
 }
 
 }  // namespace
@@ -160,6 +180,8 @@ bool Args::parse(int argc, char** argv, int first) {
   } catch (const CLI::CallForVersion& e) {
     std::printf("%s\n", e.what());
     return false;
+  } catch (const CLI::ExtrasError& e) {
+    throw UsageError(cat(program_, ": ", e.what(), suggestion(), " (see --help)"));
   } catch (const CLI::ParseError& e) {
     throw UsageError(cat(program_, ": ", e.what(), " (see --help)"));
   }
@@ -170,6 +192,29 @@ bool Args::parse(int argc, char** argv, int first) {
     throw UsageError(cat(program_, ": ", o->get_name(), " given ", o->count(), " times (", values, "); give it once: ", why));
   }
   return true;
+}
+
+// After an unknown argument: "; did you mean --max-steps?" for the first unknown --flag that is
+// close to a known one (at most 2 edits, fewer than half its letters), else "".
+std::string Args::suggestion() const {
+  for (const std::string& extra : app_.remaining()) {
+    if (extra.rfind("--", 0) != 0) continue;
+    const std::string name = extra.substr(2, extra.find('=') == std::string::npos ? std::string::npos : extra.find('=') - 2);
+    std::string best;
+    std::size_t best_distance = std::min<std::size_t>(3, (name.size() + 1) / 2);
+    for (const CLI::Option* o : app_.get_options()) {
+      if (o->get_group() == kHiddenGroup) continue;
+      for (const std::string& known : o->get_lnames()) {
+        const std::size_t d = edit_distance(name, known);
+        if (d < best_distance) {
+          best_distance = d;
+          best = known;
+        }
+      }
+    }
+    if (!best.empty()) return cat("; did you mean --", best, "?");
+  }
+  return "";
 }
 
 CLI::Option* Args::once(CLI::Option* o, const std::string& why) {
@@ -186,10 +231,6 @@ std::optional<int> Args::parse_main(int argc, char** argv) {
   }
   return std::nullopt;
 }
-
-namespace {
-const char* const kHiddenGroup = "(hidden: for the tests)";
-}  // namespace
 
 CLI::Option* Args::hidden(CLI::Option* o) { return o->group(kHiddenGroup); }
 

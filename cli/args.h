@@ -9,7 +9,8 @@
 //   args.flag("json", "print one JSON line instead of the text", &json);
 //   if (const auto status = args.parse_main(argc, argv)) return *status;  // --help, or an error
 //
-// Every program answers -h/--help and --version ("PROGRAM VERSION (qkgrad VERSION)").
+// Every program answers -h/--help and --version ("PROGRAM VERSION (qkgrad VERSION)"); an unknown
+// --flag close to a known one gets "did you mean --known?".
 // Every error is a UsageError (core/error.h) naming the option ("qkgrad-mlp: --steps: must be between 1
 // and 100000000, got 0 (see --help)"); programs print it and exit with status 2. Integers are
 // decimal only: "010" is ten (not octal eight), "0x10" is refused.
@@ -99,6 +100,7 @@ class Args {
 
  private:
   CLI::Option* integer(CLI::Option* o, int64_t min, int64_t max);
+  std::string suggestion() const;
   std::string with_range(const std::string& help, int64_t min, int64_t max) const;
 
   std::string program_;

@@ -87,6 +87,25 @@ TEST_CASE("the commands that run a model take --threads, as train does", "[cli]"
   }
 }
 
+TEST_CASE("a mistyped flag gets the nearest one; a language the corpus lacks gets the ones it has", "[cli]") {
+  Result r = run("train --max-step 3 --run x");
+  CHECK(r.status == 2);
+  CHECK(r.output.find("--max-step; did you mean --max-steps?") != std::string::npos);
+  r = run("translate --run x --beem 3");
+  CHECK(r.output.find("did you mean --beam?") != std::string::npos);
+  r = run("translate --run x --frobnicate");  // nothing close: no guess
+  CHECK(r.status == 2);
+  CHECK(r.output.find("did you mean") == std::string::npos);
+  r = run("train --inject-nan-at-stepp 3 --run x");  // a hidden flag is never suggested
+  CHECK(r.output.find("did you mean") == std::string::npos);
+  TempDir tmp;
+  write_corpus(tmp.path, 50);
+  r = run("train --data " + tmp.path + " --src xx --tgt en --run " + tmp / "run");
+  CHECK(r.status == 2);
+  CHECK(r.output.find("--src xx: " + tmp.path + " has no train.xx; its languages are en, es") != std::string::npos);
+  CHECK_FALSE(fs::exists(tmp / "run"));
+}
+
 TEST_CASE("train's --help: hidden test flags stay hidden but are named in their errors; inferred values show no default",
           "[cli]") {
   const Result help = run("train --help");

@@ -24,6 +24,7 @@
 #include <iostream>
 #include <iterator>
 #include <string>
+#include <tuple>
 #include <type_traits>
 
 #include "cli/args.h"
@@ -192,9 +193,16 @@ std::vector<std::string> train_languages(const std::string& data) {
 // if DATA holds exactly those, otherwise DATA's languages are named and both must be given
 // (a direction cannot be guessed).
 void infer_languages(RunSettings& s, bool src_given, bool tgt_given) {
-  if (src_given && tgt_given) return;
   const std::vector<std::string> langs = train_languages(s.data_dir);
   if (langs.size() < 2) return;  // not even a pair: reading the corpus says what is missing
+  // A language given that DATA does not have: name the ones it has.
+  for (const auto& [given, flag, lang] : {std::tuple{src_given, "--src", s.src}, std::tuple{tgt_given, "--tgt", s.tgt}}) {
+    if (given && std::find(langs.begin(), langs.end(), lang) == langs.end()) {
+      throw UsageError(cat("qkgrad-translate train: ", flag, " ", lang, ": ", s.data_dir, " has no train.", lang,
+                           "; its languages are ", join(langs, ", "), " (train.", join(langs, ", train."), ")"));
+    }
+  }
+  if (src_given && tgt_given) return;
   auto other_than = [&](const std::string& lang) {
     std::vector<std::string> rest;
     for (const auto& l : langs) if (l != lang) rest.push_back(l);
