@@ -337,10 +337,15 @@ TEST_CASE("workflow: n-best lists, score, --checkpoint, --keep-last with average
   std::istringstream lines(r.output);
   std::map<long, std::vector<double>> scores;
   for (std::string line; std::getline(lines, line);) {
-    const auto first = line.find(" ||| "), last = line.rfind(" ||| ");
+    // Moses/Marian: N ||| translation ||| F0= log P ||| score (= log P / length penalty <= 0).
+    const auto first = line.find(" ||| "), last = line.rfind(" ||| "), f0 = line.find(" ||| F0= ");
     REQUIRE(first != std::string::npos);
-    REQUIRE(last > first);
-    scores[std::stol(line.substr(0, first))].push_back(std::stod(line.substr(last + 5)));
+    REQUIRE(f0 != std::string::npos);
+    REQUIRE(last > f0);
+    const double log_p = std::stod(line.substr(f0 + 9)), score = std::stod(line.substr(last + 5));
+    CHECK(log_p <= 0);
+    CHECK(((log_p == 0 && score == 0) || score > log_p));  // the penalty (> 1 for any length) shrinks |log P|
+    scores[std::stol(line.substr(0, first))].push_back(score);
   }
   CHECK(scores.size() == 3);
   CHECK(scores[0].size() == 3);
@@ -408,6 +413,21 @@ TEST_CASE("workflow: n-best lists, score, --checkpoint, --keep-last with average
   ::close(to_child);  // the end of the input: the program finishes
   int status = 0;
   ::waitpid(pid, &status, 0);
+  ::close(from_child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+
+  // ... also with the default batch of 500 lines on a pipe: what has arrived is translated when
+  // the input pauses, and the next line after that.
+  const pid_t pid2 = start_with_pipes({"translate", "--run", run_dir, "--beam", "1"}, to_child, from_child);
+  REQUIRE(::write(to_child, "uno dos\n", 8) == 8);
+  CHECK(read_line(from_child, 30, timed_out).back() == '\n');
+  CHECK_FALSE(timed_out);
+  REQUIRE(::write(to_child, "tres\n", 5) == 5);
+  CHECK(read_line(from_child, 30, timed_out).back() == '\n');
+  CHECK_FALSE(timed_out);
+  ::close(to_child);
+  ::waitpid(pid2, &status, 0);
   ::close(from_child);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);

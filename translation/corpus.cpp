@@ -1,5 +1,10 @@
 #include "translation/corpus.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -147,35 +152,62 @@ std::vector<std::string> split_text_lines(std::string_view text, const std::stri
 
 LineReader::LineReader(const std::string& path) : name_(path.empty() ? "<stdin>" : path) {
   if (path.empty()) {
-    file_ = stdin;
+    fd_ = STDIN_FILENO;
     return;
   }
   QKGRAD_CHECK(!std::filesystem::is_directory(path), path, ": is a directory, not a text file");
   if (gzipped(path)) {  // not streamed: zlib reads whole buffers
-    gz_text_ = read_corpus_file(path);
-    if (gz_text_.empty()) return;  // no lines (file_ stays null)
-    file_ = ::fmemopen(gz_text_.data(), gz_text_.size(), "rb");
-  } else {
-    file_ = std::fopen(path.c_str(), "rb");
+    buffer_ = read_corpus_file(path);
+    ended_ = true;
+    return;
   }
-  QKGRAD_CHECK(file_ != nullptr, "cannot open '", path, "': ", std::strerror(errno));
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  QKGRAD_CHECK(fd_ >= 0, "cannot open '", path, "': ", std::strerror(errno));
   owned_ = true;
 }
 
 LineReader::~LineReader() {
-  if (owned_) std::fclose(file_);
-  std::free(buffer_);
+  if (owned_) ::close(fd_);
+}
+
+bool LineReader::read_more() {
+  if (ended_) return false;
+  if (pos_ > 0) {  // drop what was returned before growing the buffer
+    buffer_.erase(0, pos_);
+    pos_ = 0;
+  }
+  char chunk[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd_, chunk, sizeof chunk);
+    if (n > 0) {
+      buffer_.append(chunk, static_cast<std::size_t>(n));
+      return true;
+    }
+    if (n == 0) {
+      ended_ = true;
+      return false;
+    }
+    QKGRAD_CHECK(errno == EINTR, name_, ": reading failed after line ", line_no_, ": ", std::strerror(errno));
+  }
+}
+
+bool LineReader::ready() {
+  if (ended_ || buffer_.find('\n', pos_) != std::string::npos) return true;
+  pollfd p{fd_, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;  // data, or the writer's end (POLLHUP): either way no waiting
 }
 
 bool LineReader::next(std::string& line) {
-  if (file_ == nullptr) return false;  // an empty .gz
-  const ssize_t n = ::getline(&buffer_, &capacity_, file_);
-  if (n < 0) {
-    QKGRAD_CHECK(!std::ferror(file_), name_, ": reading failed after line ", line_no_, ": ", std::strerror(errno));
-    return false;
+  std::size_t newline;
+  while ((newline = buffer_.find('\n', pos_)) == std::string::npos) {
+    if (!read_more()) {
+      if (pos_ >= buffer_.size()) return false;
+      newline = buffer_.size();  // a last line without its \n
+      break;
+    }
   }
-  line.assign(buffer_, static_cast<std::size_t>(n));
-  if (!line.empty() && line.back() == '\n') line.pop_back();
+  line.assign(buffer_, pos_, newline - pos_);
+  pos_ = std::min(newline + 1, buffer_.size());
   if (!line.empty() && line.back() == '\r') line.pop_back();
   check_text_line(line, name_, ++line_no_);
   return true;

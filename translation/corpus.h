@@ -36,17 +36,23 @@ class LineReader {
   ~LineReader();
   LineReader(const LineReader&) = delete;
   LineReader& operator=(const LineReader&) = delete;
-  bool next(std::string& line);  // false at the end
+  bool next(std::string& line);  // false at the end; waits for input that has not arrived yet
+  // Whether next() would return at once: a whole line is already read, the input has ended, or
+  // more of it is waiting to be read. A program answering a pipe translates what it has when
+  // this is false, instead of waiting for a full batch.
+  bool ready();
   const std::string& name() const { return name_; }
   int64_t lines_read() const { return line_no_; }
 
  private:
+  bool read_more();  // appends what the descriptor gives (waiting for it); false at its end
+
   std::string name_;
-  std::string gz_text_;  // a .gz input, decompressed (read through fmemopen)
-  std::FILE* file_ = nullptr;
+  int fd_ = -1;           // stdin, or the file (none for a .gz input, decompressed whole)
   bool owned_ = false;
-  char* buffer_ = nullptr;
-  std::size_t capacity_ = 0;
+  std::string buffer_;    // read but not yet returned: from pos_ on
+  std::size_t pos_ = 0;
+  bool ended_ = false;    // the descriptor has nothing more
   int64_t line_no_ = 0;
 };
 

@@ -397,10 +397,11 @@ int cmd_translate(int argc, char** argv) {
   args.option("alpha", "GNMT length penalty exponent", &beam.alpha, 0, 10);
   args.option("max-extra", "at most source length + this many tokens", &beam.max_extra, 1, 10000);
   args.option("max-length", "longer lines are cropped to this many subwords (counted on stderr)", &max_length, 1, 100000);
-  args.option("n-best", "write the K best of each line as `N ||| translation ||| score` (Marian/Moses: N counts "
-              "lines from 0; score = log P / length penalty, the beam's ranking); K <= --beam", &n_best, 1, 64);
-  args.option("batch-lines", "lines read and translated at a time (default: 1 from a terminal, else 500)", &batch_lines, 1,
-              1000000);
+  args.option("n-best", "write the K best of each line as `N ||| translation ||| F0= logP ||| score` (Moses/Marian: N "
+              "counts lines from 0; F0 = log P(translation + eos), score = log P / length penalty, the beam's ranking); "
+              "K <= --beam", &n_best, 1, 64);
+  args.option("batch-lines", "lines read and translated at a time, or fewer when the input pauses (default: 1 from a "
+              "terminal, else 500)", &batch_lines, 1, 1000000);
   args.flag("greedy", "greedy decoding (beam 1)", &greedy);
   args.choice("device", kDeviceHelp, &device, kDeviceChoices);
   const ThreadsFlag threads(args);
@@ -423,14 +424,21 @@ int cmd_translate(int argc, char** argv) {
     for (bool more = true; more;) {
       std::vector<std::string> lines;
       std::string line;
-      while (static_cast<int64_t>(lines.size()) < batch_lines && (more = reader.next(line))) lines.push_back(line);
+      // A batch is --batch-lines lines, or fewer when the input pauses (a pipe whose writer waits
+      // for the answers): what has arrived is translated at once.
+      while (static_cast<int64_t>(lines.size()) < batch_lines && (lines.empty() || reader.ready()) &&
+             (more = reader.next(line))) {
+        lines.push_back(line);
+      }
       const auto hypotheses = translator.translate(lines, reader.name(), line_no + 1);
       for (const auto& h : hypotheses) {
         if (n_best == 0) {
           std::fprintf(out, "%s\n", translator.text(h.front()).c_str());
         } else {
           for (std::size_t k = 0; k < h.size() && static_cast<int64_t>(k) < n_best; ++k) {
-            std::fprintf(out, "%ld ||| %s ||| %.6f\n", static_cast<long>(line_no), translator.text(h[k]).c_str(), h[k].score);
+            // Moses/Marian: the model's feature (F0= log P) and the total the beam ranked by.
+            std::fprintf(out, "%ld ||| %s ||| F0= %.6f ||| %.6f\n", static_cast<long>(line_no),
+                         translator.text(h[k]).c_str(), h[k].log_prob, h[k].score);
           }
         }
         ++line_no;
