@@ -6,8 +6,9 @@
 // What it checks, for any input:
 //   - tokenize_13a never crashes, returns tokens separated by single spaces with none at either
 //     end, and keeps valid UTF-8 valid;
-//   - the scorers either throw qkgrad::Error exactly when sacreBLEU would refuse the corpus (no
-//     pairs, a line that is not UTF-8, an empty reference) or return finite scores in [0, 100],
+//   - the scorers either throw qkgrad::Error exactly when the corpus cannot be scored (no pairs,
+//     a line that is not UTF-8; an empty reference is scored, as sacreBLEU 2.6 scores it) or
+//     return finite scores in [0, 100],
 //     precisions in [0, 100], a brevity penalty in [0, 1] and consistent counts;
 //   - the corpus statistics are the sum of the per-line statistics;
 //   - the references scored against themselves get BLEU 100 (when there are 4-grams at all) and
@@ -55,11 +56,12 @@ void check_tokenize(std::string_view text) {
           "tokenize_13a: valid UTF-8 in, invalid UTF-8 out");
 }
 
-// Would sacreBLEU refuse this corpus? (bleu.h: no pairs, a line not UTF-8, an empty reference.)
+// Must the scorers refuse this corpus? (bleu.h: no pairs, or a line that is not UTF-8; an empty
+// reference line is scored, its hypothesis's n-grams matching nothing.)
 bool refused(const std::vector<std::string>& hyps, const std::vector<std::string>& refs) {
   if (hyps.empty()) return true;
   for (std::size_t i = 0; i < hyps.size(); ++i) {
-    if (refs[i].empty() || first_invalid_utf8(hyps[i]) != std::string_view::npos ||
+    if (first_invalid_utf8(hyps[i]) != std::string_view::npos ||
         first_invalid_utf8(refs[i]) != std::string_view::npos) {
       return true;
     }
