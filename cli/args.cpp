@@ -107,6 +107,14 @@ CLI::Option* Args::option(const std::string& name, const std::string& help, std:
   return o;
 }
 
+CLI::Option* Args::list(const std::string& name, const std::string& help, std::vector<std::string>* target,
+                        bool required) {
+  CLI::Option* o = app_.add_option("--" + name, *target, help)->type_name("TEXT")->type_size(1)->expected(1);
+  o->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  if (required) o->required();
+  return o;
+}
+
 CLI::Option* Args::integer(CLI::Option* o, int64_t min, int64_t max) {
   return o->type_name("N")->transform(integer_in(min, max))->capture_default_str();
 }

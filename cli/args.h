@@ -62,6 +62,9 @@ class Args {
   // the default --help shows.
   CLI::Option* option(const std::string& name, const std::string& help, double shown, std::function<void(double)> set,
                       double min, double max);
+  // An option that may be given several times, each value appended to `target` in order.
+  CLI::Option* list(const std::string& name, const std::string& help, std::vector<std::string>* target,
+                    bool required = false);
   // One of `choices` (written a|b|c), its default shown unless it is "".
   CLI::Option* choice(const std::string& name, const std::string& help, std::string* target,
                       const std::vector<std::string>& choices);

@@ -98,11 +98,13 @@ run_one() {
 import json, re, sys
 run = sys.argv[1]
 text = open(f"{run}/test.txt").read()
-bleu = re.search(r"BLEU = ([0-9.]+)", text)
-chrf = re.search(r"chrF = ([0-9.]+)", text)
+# sacreBLEU's text form: "BLEU|nrefs:1|...|version:... = 22.00 57.0/... (BP = ...)", "chrF2|... = 43.26"
+bleu = re.search(r"^BLEU\|\S* = ([0-9.]+) (.*)$", text, re.M)
+chrf = re.search(r"^chrF2\|\S* = ([0-9.]+)", text, re.M)
 if not bleu or not chrf:
     sys.exit(f"error: no BLEU/chrF in {run}/test.txt")
-json.dump({"bleu": float(bleu.group(1)), "chrf": float(chrf.group(1)), "bleu_line": text.splitlines()[1]},
+json.dump({"bleu": float(bleu.group(1)), "chrf": float(chrf.group(1)),
+           "bleu_line": f"BLEU = {bleu.group(1)} {bleu.group(2)}"},
           open(f"{run}/test.json", "w"))
 PY
   archive "$run" "$record"

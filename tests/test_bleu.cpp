@@ -4,12 +4,15 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "io/json.h"
 #include "translation/bleu.h"
+#include "translation/score_report.h"
 
 using namespace qkgrad;
 using namespace qkgrad::translation;
@@ -256,15 +259,84 @@ TEST_CASE("corpus_bleu and corpus_chrf: an empty reference line is scored, as sa
 
 TEST_CASE("corpus_bleu and corpus_chrf: clear errors", "[bleu]") {
   CHECK_THROWS_WITH(corpus_bleu({"a", "b", "c"}, {"a", "b"}),
-                    Contains("corpus_bleu: 3 hypothesis lines but 2 reference lines"));
+                    Contains("BLEU: 3 hypothesis lines but 2 reference lines"));
   CHECK_THROWS_WITH(corpus_chrf({"a"}, {"a", "b"}),
-                    Contains("corpus_chrf: 1 hypothesis lines but 2 reference lines"));
+                    Contains("chrF: 1 hypothesis lines but 2 reference lines"));
+  CHECK_THROWS_WITH(corpus_bleu({"a", "b"}, ReferenceStreams{{"a", "b"}, {"a"}}, ScoringOptions{}),
+                    Contains("BLEU: 2 hypothesis lines but 1 reference 2 lines"));
+  CHECK_THROWS_WITH(corpus_bleu({"a"}, ReferenceStreams{{"a"}, {"\xff"}}, ScoringOptions{}),
+                    Contains("reference 2 line 1 is not valid UTF-8"));
   CHECK_THROWS_WITH(corpus_bleu({}, {}), Contains("corpus is empty"));
   CHECK_THROWS_WITH(corpus_chrf({"a", "b\xff"}, {"a", "b"}),
                     Contains("hypothesis line 2 is not valid UTF-8 (byte 0xFF at byte offset 1)"));
   // Overlong encodings and surrogates are invalid too.
   CHECK_THROWS_AS(corpus_bleu({"\xc0\xaf"}, {"a"}), Error);
   CHECK_THROWS_AS(corpus_bleu({"a"}, {"\xed\xa0\x80"}), Error);
+}
+
+TEST_CASE("several references: n-grams clipped by the reference where they occur most, the closest length",
+          "[bleu]") {
+  // By hand. Hypothesis "a b c d" (4 words); references "a b x y" (4) and "x b c d e" (5): the
+  // closest length is 4. Matches: 1-grams a (first), b, c, d (second) 4/4; 2-grams a b, b c, c d
+  // 3/3; 3-grams b c d 1/2; 4-grams 0/1, smoothed to 100 / (2 · 1) = 50.
+  // BLEU = (100 · 100 · 50 · 50)^(1/4) = 70.71.
+  const BleuScore two = corpus_bleu({"a b c d"}, ReferenceStreams{{"a b x y"}, {"x b c d e"}}, ScoringOptions{});
+  CHECK(two.score == Approx(std::sqrt(100.0 * 50.0)).epsilon(1e-12));
+  CHECK(two.ref_len == 4);
+  CHECK(two.format() == "BLEU = 70.71 100.0/100.0/50.0/50.0 (BP = 1.000 ratio = 1.000 hyp_len = 4 ref_len = 4)");
+  // Against the first alone: 2/4, 1/3, 0/2 -> 100/(2·2) = 25, 0/1 -> 100/(4·1) = 25.
+  const BleuScore one = corpus_bleu({"a b c d"}, {"a b x y"});
+  CHECK(one.score == Approx(std::pow(50.0 * (100.0 / 3.0) * 25.0 * 25.0, 0.25)).epsilon(1e-12));
+  // A clipped count takes the largest count in any one reference, not their sum: "a a a" against
+  // "a" and "a a" matches 2 unigrams, not 3.
+  CHECK(segment_bleu_stats({"a a a"}, ReferenceStreams{{"a"}, {"a a"}}, ScoringOptions{})[0].correct[0] == 2);
+  // Equally close lengths (3 and 5 for 4 words): the shorter.
+  CHECK(segment_bleu_stats({"a b c d"}, ReferenceStreams{{"a b c d e"}, {"a b c"}}, ScoringOptions{})[0].ref_len == 3);
+  // An empty reference of a segment is left out when it has others; nrefs counts what is left.
+  const ReferenceStreams refs{{"a b c d", ""}, {"a b c d", "a b c d"}};
+  CHECK(corpus_bleu({"a b c d", "a b c d"}, refs, ScoringOptions{}).score == Approx(100.0));
+  CHECK(reference_count(refs) == "var");
+  CHECK(reference_count(ReferenceStreams{{"x", "y"}, {"x", "y"}}) == "2");
+  CHECK(reference_count(ReferenceStreams{{"x", ""}}) == "1");
+  // chrF takes each segment's best reference: a perfect one gives 100.
+  CHECK(corpus_chrf({"abc"}, ReferenceStreams{{"xyz"}, {"abc"}}, ScoringOptions{}) == Approx(100.0));
+  CHECK(corpus_chrf({"abc"}, ReferenceStreams{{"abc"}, {"xyz"}}, ScoringOptions{}) == Approx(100.0));
+  // One stream gives what the one-reference functions give.
+  const std::vector<std::string> hyps{"The cat sat on the mat.", "Hello there, my friend!"};
+  const std::vector<std::string> ref{"The cat is on the mat.", "hello there my good friend!"};
+  CHECK(corpus_bleu(hyps, ReferenceStreams{ref}, ScoringOptions{}).score == corpus_bleu(hyps, ref).score);
+  CHECK(corpus_chrf(hyps, ReferenceStreams{ref}, ScoringOptions{}) == corpus_chrf(hyps, ref));
+}
+
+TEST_CASE("sentence-level BLEU uses the effective order; chrF per sentence", "[bleu]") {
+  // "a b c" has no 4-grams: corpus BLEU is 0, sentence BLEU (orders 1..3) is 100.
+  CHECK(corpus_bleu({"a b c"}, {"a b c"}).score == 0.0);
+  const std::vector<BleuScore> s = sentence_bleu({"a b c", "a b x y"}, ReferenceStreams{{"a b c", "a b c d"}}, ScoringOptions{});
+  REQUIRE(s.size() == 2);
+  CHECK(s[0].score == Approx(100.0));
+  // By hand: 2/4, 1/3, 0/2 -> 100/(2·2) = 25, 0/1 -> 100/(4·1) = 25 (all four orders present).
+  CHECK(s[1].score == Approx(std::pow(50.0 * (100.0 / 3.0) * 25.0 * 25.0, 0.25)).epsilon(1e-12));
+  // Hand-computed: "Hello there , my friend !" against "hello there my good friend !":
+  // 4/6, 1/5, 0/4 -> 12.5, 0/3 -> 8.33; (66.67 · 20 · 12.5 · 8.33)^(1/4) = 19.30.
+  const std::vector<BleuScore> h =
+      sentence_bleu({"Hello there, my friend!"}, ReferenceStreams{{"hello there my good friend!"}}, ScoringOptions{});
+  CHECK(h[0].score == Approx(std::pow((400.0 / 6.0) * 20.0 * 12.5 * (100.0 / 12.0), 0.25)).epsilon(1e-12));
+  const std::vector<double> c = sentence_chrf({"abcd", "abcd"}, ReferenceStreams{{"abcd", "wxyz"}}, ScoringOptions{});
+  CHECK(c[0] == Approx(100.0));
+  CHECK(c[1] == 0.0);
+}
+
+TEST_CASE("--lowercase: Python's str.lower() of every line first", "[bleu]") {
+  CHECK(lowercase_utf8("The CAT") == "the cat");
+  CHECK(lowercase_utf8("ÀÉÎÕÜ ÇÑ") == "àéîõü çñ");
+  CHECK(lowercase_utf8("ΑΘΗΝΑ ΣΟΦΟΣ Σ") == "αθηνα σοφος σ");  // final sigma at a word's end only
+  CHECK(lowercase_utf8("İSTANBUL") == "i\xcc\x87stanbul");     // İ: i + combining dot above
+  CHECK(lowercase_utf8("ДОМ") == "дом");
+  const ScoringOptions lc{BleuTokenize::t13a, true};
+  CHECK(corpus_bleu({"THE CAT SAT ON THE MAT"}, ReferenceStreams{{"the cat sat on the mat"}}, lc).score == Approx(100.0));
+  CHECK(corpus_bleu({"THE CAT SAT ON THE MAT"}, ReferenceStreams{{"the cat sat on the mat"}}, ScoringOptions{}).score == 0.0);
+  CHECK(corpus_chrf({"ABC"}, ReferenceStreams{{"abc"}}, lc) == Approx(100.0));
+  CHECK(bleu_signature(lc, "1", false) == std::string("nrefs:1|case:lc|eff:no|tok:13a|smooth:exp|version:qkgrad-") + QKGRAD_VERSION);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -305,4 +377,52 @@ TEST_CASE("corpus_chrf: hand-computed values", "[bleu]") {
   // Any Unicode whitespace is removed before counting.
   CHECK(corpus_chrf({"a\u00a0b\u3000c"}, {"abc"}) == Approx(100.0).margin(1e-9));
   CHECK(corpus_chrf({"xyz"}, {"abc"}) == 0.0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The report forms (translation/score_report.h)
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("score_report: sacreBLEU's text form, bare scores, JSON, sentence level", "[bleu]") {
+  const std::vector<std::string> hyps{"a b c d e", "f g h"};
+  const ReferenceStreams refs{{"a b c d e", "f g x"}};
+  const std::string v = std::string("version:qkgrad-") + QKGRAD_VERSION;
+  ReportOptions o;
+  const BleuScore b = corpus_bleu(hyps, refs, o.scoring);
+  char chrf[32];
+  std::snprintf(chrf, sizeof chrf, "%.2f", corpus_chrf(hyps, refs, o.scoring));
+  CHECK(score_report(hyps, refs, o) ==
+        "BLEU|nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|" + v + " = " + b.format().substr(7) + "\n" +
+            "chrF2|nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|" + v + " = " + chrf + "\n");
+  o.format = ScoreFormat::score_only;
+  o.chrf = false;
+  o.width = 1;
+  char expected[32];
+  std::snprintf(expected, sizeof expected, "%.1f\n", b.score);
+  CHECK(score_report(hyps, refs, o) == expected);
+  o.format = ScoreFormat::json;
+  o.chrf = true;
+  const Json j = Json::parse(score_report(hyps, refs, o));
+  REQUIRE(j.is_array());
+  REQUIRE(j.size() == 2);
+  CHECK(j[0]["name"] == "BLEU");
+  CHECK(j[0]["score"].get<double>() == Approx(b.score).margin(0.05));
+  CHECK(j[0]["tok"] == "13a");
+  CHECK(j[0]["nrefs"] == "1");
+  CHECK(j[0]["verbose_score"] == b.verbose());
+  CHECK(j[1]["name"] == "chrF2");
+  CHECK(j[1]["nc"] == "6");
+  CHECK(!j[1].contains("verbose_score"));
+  // Sentence level: one line per hypothesis (JSON Lines in json), effective order.
+  o.sentence_level = true;
+  CHECK_THROWS_WITH(score_report(hyps, refs, o), Contains("one metric at a time"));
+  o.chrf = false;
+  const std::string lines = score_report(hyps, refs, o);
+  const std::size_t newline = lines.find('\n');
+  REQUIRE(newline != std::string::npos);
+  CHECK(Json::parse(lines.substr(0, newline))["score"].get<double>() == Approx(100.0));
+  CHECK(Json::parse(lines.substr(newline + 1))["eff"] == "yes");
+  o.format = ScoreFormat::text;
+  CHECK(lines.size() > 0);
+  CHECK(score_report(hyps, refs, o).rfind("BLEU|nrefs:1|case:mixed|eff:yes|", 0) == 0);
 }

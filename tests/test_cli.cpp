@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -52,16 +53,16 @@ TEST_CASE("every subcommand answers -h and --version, as the program does", "[cl
   CHECK(run("--version").status == 0);
 }
 
-TEST_CASE("a flag whose repetition could mean several values is refused when repeated; others take the last",
-          "[cli]") {
+TEST_CASE("a flag whose repetition could mean several values is refused when repeated, or means them; others take "
+          "the last", "[cli]") {
   TempDir tmp;
   write(tmp / "a.txt", "a b c d e\n");
   write(tmp / "b.txt", "a b d c e\n");
-  Result r = run("bleu --ref " + tmp / "a.txt" + " --ref " + tmp / "b.txt" + " --hyp " + tmp / "a.txt");
-  CHECK(r.status == 2);
-  CHECK(r.output.find("--ref given 2 times ('" + tmp / "a.txt" + "', '" + tmp / "b.txt" + "'); give it once") !=
-        std::string::npos);
-  CHECK(r.output.find("multi-reference BLEU") != std::string::npos);
+  // bleu --ref twice: two references per line (multi-reference BLEU, nrefs:2), not the last alone.
+  Result r = run("bleu --ref " + tmp / "b.txt" + " --ref " + tmp / "a.txt" + " --hyp " + tmp / "a.txt");
+  CHECK(r.status == 0);
+  CHECK(r.output.find("BLEU|nrefs:2|case:mixed|eff:no|tok:13a|smooth:exp|version:qkgrad-") != std::string::npos);
+  CHECK(r.output.find(" = 100.00 ") != std::string::npos);
   for (const char* command : {"translate", "eval", "score --src a --tgt b", "attention --text a", "grads --src a --tgt b --out g"}) {
     r = run(std::string(command) + " --run x --checkpoint best --checkpoint last");
     INFO(command << ": " << r.output);
@@ -72,7 +73,7 @@ TEST_CASE("a flag whose repetition could mean several values is refused when rep
   // A recipe flag given twice takes its last value (scripts override their own flags so).
   r = run("bleu --ref " + tmp / "a.txt" + " --hyp " + tmp / "a.txt" + " --tokenize 13a --tokenize none");
   CHECK(r.status == 0);
-  CHECK(r.output.find("BLEU = 100.00") != std::string::npos);
+  CHECK(r.output.find(" = 100.00 100.0/100.0/100.0/100.0") != std::string::npos);
   CHECK(r.output.find("tok:none") != std::string::npos);
 }
 
@@ -154,7 +155,7 @@ TEST_CASE("bad input gives a clear message and a non-zero status, never a crash"
   write(tmp / "hyp.txt", "a b c d e\nf g h i j\n");
   r = run("bleu --ref " + tmp / "ref.txt" + " --hyp " + tmp / "hyp.txt");
   CHECK(r.status == 0);
-  CHECK(r.output.find("BLEU = 100.00") != std::string::npos);
+  CHECK(r.output.find("|version:qkgrad-0.1.0 = 100.00 100.0/100.0/100.0/100.0") != std::string::npos);
 }
 
 TEST_CASE("Ctrl-C during training saves a checkpoint; --resume continues from it", "[cli][slow]") {
@@ -317,4 +318,50 @@ TEST_CASE("--device: cpu works as before; cuda where CUDA cannot run is a usage 
   CHECK(r.status == 0);
   CHECK(r.output.find("resumed from") != std::string::npos);
   CHECK(qkgrad::load_trainer_state(tmp / "run/checkpoints/last").get_int("step") == 12);
+}
+
+TEST_CASE("bleu scores as sacreBLEU does: several references, --lowercase, sentence level, bare numbers, JSON",
+          "[cli]") {
+  TempDir tmp;
+  write(tmp / "hyp.txt", "a b c d\nThe Cat Sat On The Mat\n");
+  write(tmp / "r1.txt", "a b x y\nthe cat sat on the mat\n");
+  write(tmp / "r2.txt", "x b c d e\nA dog\n");
+  const std::string files = " --hyp " + tmp / "hyp.txt" + " --ref " + tmp / "r1.txt";
+  // Two references: nrefs:2 in both signatures; more matches than against either alone.
+  Result one = run("bleu --score-only --metrics bleu" + files);
+  Result two = run("bleu --score-only --metrics bleu" + files + " --ref " + tmp / "r2.txt");
+  REQUIRE(one.status == 0);
+  REQUIRE(two.status == 0);
+  CHECK(std::stod(two.output) > std::stod(one.output));
+  Result r = run("bleu" + files + " --ref " + tmp / "r2.txt");
+  CHECK(r.output.find("BLEU|nrefs:2|case:mixed|eff:no|tok:13a|smooth:exp|version:qkgrad-") == 0);
+  CHECK(r.output.find("\nchrF2|nrefs:2|case:mixed|eff:yes|nc:6|nw:0|space:no|version:qkgrad-") != std::string::npos);
+  // --lowercase: the second line matches; the signature says case:lc.
+  r = run("bleu --lowercase --sentence-level" + files);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("BLEU|nrefs:1|case:lc|eff:yes|") == 0);
+  CHECK(r.output.find("|version:qkgrad-0.1.0 = 100.00 100.0/100.0/100.0/100.0") != std::string::npos);
+  // Sentence level: one line per hypothesis.
+  r = run("bleu --sentence-level --metrics chrf --score-only" + files);
+  CHECK(r.status == 0);
+  CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 2);
+  r = run("bleu --sentence-level --metrics bleu,chrf" + files);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("one metric at a time") != std::string::npos);
+  // JSON: sacreBLEU's fields, an array for two metrics.
+  r = run("bleu --format json" + files + " 2>/dev/null");
+  REQUIRE(r.status == 0);
+  const qkgrad::Json j = qkgrad::Json::parse(r.output);
+  CHECK(j.size() == 2);
+  CHECK(j[0]["name"] == "BLEU");
+  CHECK(j[0]["case"] == "mixed");
+  CHECK(j[1]["name"] == "chrF2");
+  r = run("bleu --metrics ter" + files);
+  CHECK(r.status == 2);
+  CHECK(r.output.find("--metrics: must be bleu, chrf or bleu,chrf, got 'ter'") != std::string::npos);
+  // A reference file of another length is named.
+  write(tmp / "r3.txt", "x\n");
+  r = run("bleu" + files + " --ref " + tmp / "r3.txt");
+  CHECK(r.status == 1);
+  CHECK(r.output.find("hyp.txt has 2 lines but " + tmp / "r3.txt" + " has 1") != std::string::npos);
 }

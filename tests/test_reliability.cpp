@@ -333,7 +333,7 @@ TEST_CASE("reliability: a 1 MB line", "[reliability]") {
   CHECK(qkgrad::translation::read_text_lines(tmp / "out.txt").size() == 2);
   // BLEU of a 1 MB line against itself.
   write(tmp / "ref.txt", huge + "\n");
-  expect_exit(qk({"bleu", "--ref", tmp / "ref.txt", "--hyp", tmp / "ref.txt"}), 0, {"BLEU = 100.00"});
+  expect_exit(qk({"bleu", "--ref", tmp / "ref.txt", "--hyp", tmp / "ref.txt"}), 0, {" = 100.00 100.0/"});
 }
 
 TEST_CASE("reliability: CRLF line endings read like LF", "[reliability]") {

@@ -13,8 +13,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cctype>
 #include <cstring>
 #include <unordered_map>
+
+#include <locale.h>
+#include <wctype.h>
 
 #include "core/error.h"
 #include "io/text.h"
@@ -246,39 +250,88 @@ std::string bleu_words(std::string_view line, BleuTokenize tokenize) {
   return join(split_words(stripped), " ");
 }
 
-// One segment's contribution to the corpus statistics.
-BleuStats segment_bleu_stats(std::string_view hypothesis, std::string_view reference,
+// The references of segment i that sacreBLEU scores against: the non-empty ones, or, when all
+// are empty, one empty reference (whose hypothesis's n-grams then match nothing).
+std::vector<std::string_view> segment_references(const ReferenceStreams& references, std::size_t i) {
+  std::vector<std::string_view> refs;
+  for (const auto& stream : references) {
+    if (!stream[i].empty()) refs.push_back(stream[i]);
+  }
+  if (refs.empty()) refs.push_back(std::string_view());
+  return refs;
+}
+
+// One segment's contribution to the corpus statistics, against one or more references: each
+// hypothesis n-gram is clipped by its largest count in any one reference, and the reference
+// length is the one closest to the hypothesis's (the shorter of two equally close), as in
+// sacreBLEU.
+BleuStats segment_bleu_stats(std::string_view hypothesis, const std::vector<std::string_view>& references,
                              BleuTokenize tokenize) {
   const std::string hyp_text = bleu_words(hypothesis, tokenize);
-  const std::string ref_text = bleu_words(reference, tokenize);
   const std::vector<std::string_view> hyp = split_words(hyp_text);
-  const std::vector<std::string_view> ref = split_words(ref_text);
+  std::vector<std::string> ref_texts;
+  for (std::string_view r : references) ref_texts.push_back(bleu_words(r, tokenize));
   BleuStats stats;
   stats.hyp_len = static_cast<int64_t>(hyp.size());
-  stats.ref_len = static_cast<int64_t>(ref.size());
+  int64_t closest_diff = -1;
+  std::vector<std::vector<std::string_view>> refs;
+  for (const std::string& text : ref_texts) {
+    refs.push_back(split_words(text));
+    const auto len = static_cast<int64_t>(refs.back().size());
+    const int64_t diff = std::abs(stats.hyp_len - len);
+    if (closest_diff < 0 || diff < closest_diff || (diff == closest_diff && len < stats.ref_len)) {
+      closest_diff = diff;
+      stats.ref_len = len;
+    }
+  }
   for (int n = 1; n <= kBleuOrder; ++n) {
     const NgramCounts hyp_ngrams = count_word_ngrams(hyp, static_cast<std::size_t>(n));
-    const NgramCounts ref_ngrams = count_word_ngrams(ref, static_cast<std::size_t>(n));
+    NgramCounts ref_ngrams;  // the largest count of each n-gram in any one reference
+    for (const auto& ref : refs) {
+      for (const auto& [ngram, count] : count_word_ngrams(ref, static_cast<std::size_t>(n))) {
+        int64_t& most = ref_ngrams[ngram];
+        most = std::max(most, count);
+      }
+    }
     stats.total[n - 1] = total_count(hyp_ngrams);
     stats.correct[n - 1] = clipped_matches(hyp_ngrams, ref_ngrams);
   }
   return stats;
 }
 
-// The checks both corpus metrics make before scoring: as many references as hypotheses, at
-// least one pair, UTF-8 everywhere. An empty reference is scored as sacreBLEU 2.6 scores it: its
-// hypothesis's words count in the totals and match nothing; its length adds nothing.
-void check_corpus(const std::vector<std::string>& hypotheses,
-                  const std::vector<std::string>& references, const std::string& where) {
-  QKGRAD_CHECK(hypotheses.size() == references.size(), where, ": ", hypotheses.size(),
-               " hypothesis lines but ", references.size(),
-               " reference lines; give exactly one reference line per hypothesis line");
+// The checks both corpus metrics make before scoring: at least one pair and one reference
+// stream, every stream as long as the hypotheses, UTF-8 everywhere. An empty reference is scored
+// as sacreBLEU 2.6 scores it: its hypothesis's words count in the totals and match nothing; its
+// length adds nothing.
+void check_corpus(const std::vector<std::string>& hypotheses, const ReferenceStreams& references,
+                  const std::string& where) {
   QKGRAD_CHECK(!hypotheses.empty(), where, ": no hypotheses to score (the corpus is empty)");
-  for (std::size_t i = 0; i < hypotheses.size(); ++i) {
-    const std::string line = std::to_string(i + 1);
-    check_utf8(hypotheses[i], where, "hypothesis line " + line);
-    check_utf8(references[i], where, "reference line " + line);
+  QKGRAD_CHECK(!references.empty(), where, ": no references to score against");
+  for (std::size_t r = 0; r < references.size(); ++r) {
+    const std::string which = references.size() == 1 ? "reference" : cat("reference ", r + 1);
+    QKGRAD_CHECK(hypotheses.size() == references[r].size(), where, ": ", hypotheses.size(),
+                 " hypothesis lines but ", references[r].size(), " ", which,
+                 " lines; give exactly one reference line per hypothesis line");
+    for (std::size_t i = 0; i < hypotheses.size(); ++i) {
+      check_utf8(references[r][i], where, cat(which, " line ", i + 1));
+    }
   }
+  for (std::size_t i = 0; i < hypotheses.size(); ++i) check_utf8(hypotheses[i], where, cat("hypothesis line ", i + 1));
+}
+
+// The lines as the metrics see them: lowercased first with --lowercase (sacreBLEU lowercases
+// before it tokenizes).
+std::vector<std::string> prepared(const std::vector<std::string>& lines, const ScoringOptions& options) {
+  if (!options.lowercase) return lines;
+  std::vector<std::string> out;
+  out.reserve(lines.size());
+  for (const std::string& line : lines) out.push_back(lowercase_utf8(line));
+  return out;
+}
+ReferenceStreams prepared(const ReferenceStreams& streams, const ScoringOptions& options) {
+  ReferenceStreams out;
+  for (const auto& stream : streams) out.push_back(prepared(stream, options));
+  return out;
 }
 
 // exp(1 - ref_len / hyp_len) when the hypotheses are shorter than the references, else 1;
@@ -291,12 +344,15 @@ double brevity_penalty(int64_t hyp_len, int64_t ref_len) {
 
 // The n-gram precisions in percent with sacreBLEU's 'exp' smoothing: the k-th order without
 // matches gets 100 / (2^k · total). An order without any hypothesis n-grams, and every order
-// after it, keeps precision 0 (sacreBLEU stops there), which makes the score 0.
-void smoothed_precisions(const BleuStats& stats, double precision[kBleuOrder]) {
+// after it, keeps precision 0 (sacreBLEU stops there), which makes the score 0 unless the
+// effective order is used. Returns the effective order: the orders before that stop.
+int smoothed_precisions(const BleuStats& stats, double precision[kBleuOrder]) {
   double smoothing = 1.0;
+  int effective_order = 0;
   for (int n = 0; n < kBleuOrder; ++n) {
     const double total = static_cast<double>(stats.total[n]);
     if (stats.total[n] == 0) break;
+    effective_order = n + 1;
     if (stats.correct[n] == 0) {
       smoothing *= 2.0;
       precision[n] = 100.0 / (smoothing * total);
@@ -304,6 +360,7 @@ void smoothed_precisions(const BleuStats& stats, double precision[kBleuOrder]) {
       precision[n] = 100.0 * static_cast<double>(stats.correct[n]) / total;
     }
   }
+  return effective_order;
 }
 
 // sacreBLEU's log that maps 0 to -9999999999 (so exp of the mean is 0 instead of an error).
@@ -370,10 +427,10 @@ NgramCounts count_char_ngrams(std::string_view text, const std::vector<std::size
   return counts;
 }
 
-// Adds one segment's character n-gram statistics to `stats`. Whitespace is removed first. As in
-// sacreBLEU, a hypothesis's n-grams of an order the reference is too short for are not counted.
-void add_segment_chrf_stats(std::string_view hypothesis, std::string_view reference,
-                            ChrfStats& stats) {
+// One segment's character n-gram statistics. Whitespace is removed first. As in sacreBLEU, a
+// hypothesis's n-grams of an order the reference is too short for are not counted.
+ChrfStats segment_chrf_stats(std::string_view hypothesis, std::string_view reference) {
+  ChrfStats stats;
   const std::string hyp = remove_whitespace(hypothesis);
   const std::string ref = remove_whitespace(reference);
   const std::vector<std::size_t> hyp_starts = char_starts(hyp);
@@ -381,10 +438,16 @@ void add_segment_chrf_stats(std::string_view hypothesis, std::string_view refere
   for (int n = 1; n <= kChrfOrder; ++n) {
     const NgramCounts hyp_ngrams = count_char_ngrams(hyp, hyp_starts, static_cast<std::size_t>(n));
     const NgramCounts ref_ngrams = count_char_ngrams(ref, ref_starts, static_cast<std::size_t>(n));
-    stats.hyp[n - 1] += ref_ngrams.empty() ? 0 : total_count(hyp_ngrams);
-    stats.ref[n - 1] += total_count(ref_ngrams);
-    stats.match[n - 1] += clipped_matches(hyp_ngrams, ref_ngrams);
+    stats.hyp[n - 1] = ref_ngrams.empty() ? 0 : total_count(hyp_ngrams);
+    stats.ref[n - 1] = total_count(ref_ngrams);
+    stats.match[n - 1] = clipped_matches(hyp_ngrams, ref_ngrams);
   }
+  return stats;
+}
+
+ChrfStats& operator+=(ChrfStats& a, const ChrfStats& b) {
+  for (int n = 0; n < kChrfOrder; ++n) a.hyp[n] += b.hyp[n], a.ref[n] += b.ref[n], a.match[n] += b.match[n];
+  return a;
 }
 
 // chrF from corpus statistics: average precision and recall over the orders both sides have
@@ -410,6 +473,19 @@ double chrf_from_stats(const ChrfStats& stats) {
   return 100.0 * f;
 }
 
+// A segment's chrF statistics against several references: those of the reference that gives
+// the segment the highest chrF (the first of equals), as sacreBLEU chooses.
+ChrfStats best_segment_chrf_stats(std::string_view hypothesis, const std::vector<std::string_view>& references) {
+  ChrfStats best;
+  double best_f = -1.0;
+  for (std::string_view ref : references) {
+    const ChrfStats stats = segment_chrf_stats(hypothesis, ref);
+    const double f = chrf_from_stats(stats);
+    if (f > best_f) best = stats, best_f = f;
+  }
+  return best;
+}
+
 
 }  // namespace
 
@@ -423,24 +499,17 @@ BleuStats& BleuStats::operator+=(const BleuStats& other) {
   return *this;
 }
 
-std::string BleuScore::format() const {
-  std::string out = "BLEU = ";
-  out += fixed(score, 2);
+std::string BleuScore::verbose() const {
+  std::string out;
   for (int n = 0; n < kBleuOrder; ++n) {
-    out += n == 0 ? " " : "/";
+    if (n > 0) out += "/";
     out += fixed(precision[n], 1);
   }
-  out += " (BP = ";
-  out += fixed(brevity_penalty, 3);
-  out += " ratio = ";
-  out += fixed(ratio, 3);
-  out += " hyp_len = ";
-  out += std::to_string(hyp_len);
-  out += " ref_len = ";
-  out += std::to_string(ref_len);
-  out += ")";
-  return out;
+  return cat(out, " (BP = ", fixed(brevity_penalty, 3), " ratio = ", fixed(ratio, 3), " hyp_len = ", hyp_len,
+             " ref_len = ", ref_len, ")");
 }
+
+std::string BleuScore::format() const { return "BLEU = " + fixed(score, 2) + " " + verbose(); }
 
 std::string tokenize_13a(std::string_view line) {
   std::string text = " ";  // sacreBLEU pads the line with a space on each side
@@ -453,17 +522,27 @@ std::string tokenize_13a(std::string_view line) {
   return join(split_words(text), " ");
 }
 
-BleuStats corpus_bleu_stats(const std::vector<std::string>& hypotheses,
-                            const std::vector<std::string>& references, BleuTokenize tokenize) {
-  check_corpus(hypotheses, references, "corpus_bleu");
-  BleuStats stats;
-  for (std::size_t i = 0; i < hypotheses.size(); ++i) {
-    stats += segment_bleu_stats(hypotheses[i], references[i], tokenize);
+std::vector<BleuStats> segment_bleu_stats(const std::vector<std::string>& hypotheses,
+                                          const ReferenceStreams& references, const ScoringOptions& options) {
+  check_corpus(hypotheses, references, "BLEU");
+  const std::vector<std::string> hyps = prepared(hypotheses, options);
+  const ReferenceStreams refs = prepared(references, options);
+  std::vector<BleuStats> stats;
+  stats.reserve(hyps.size());
+  for (std::size_t i = 0; i < hyps.size(); ++i) {
+    stats.push_back(segment_bleu_stats(hyps[i], segment_references(refs, i), options.tokenize));
   }
   return stats;
 }
 
-BleuScore bleu_from_stats(const BleuStats& stats) {
+BleuStats corpus_bleu_stats(const std::vector<std::string>& hypotheses,
+                            const std::vector<std::string>& references, BleuTokenize tokenize) {
+  BleuStats sum;
+  for (const BleuStats& s : segment_bleu_stats(hypotheses, {references}, ScoringOptions{tokenize, false})) sum += s;
+  return sum;
+}
+
+BleuScore bleu_from_stats(const BleuStats& stats, bool effective_order) {
   BleuScore result;
   result.hyp_len = stats.hyp_len;
   result.ref_len = stats.ref_len;
@@ -472,38 +551,96 @@ BleuScore bleu_from_stats(const BleuStats& stats) {
                      ? static_cast<double>(stats.hyp_len) / static_cast<double>(stats.ref_len)
                      : 0.0;
   if (!any_match(stats)) return result;  // score 0, precisions reported as 0 (sacreBLEU #141)
-  smoothed_precisions(stats, result.precision);
+  const int orders_seen = smoothed_precisions(stats, result.precision);
+  const int order = effective_order && orders_seen > 0 ? orders_seen : kBleuOrder;
   double logs[kBleuOrder];
-  for (int n = 0; n < kBleuOrder; ++n) logs[n] = floored_log(result.precision[n]);
-  result.score = result.brevity_penalty * std::exp(python_sum(logs, kBleuOrder) / kBleuOrder);
+  for (int n = 0; n < order; ++n) logs[n] = floored_log(result.precision[n]);
+  result.score = result.brevity_penalty * std::exp(python_sum(logs, order) / order);
   // A perfect match gives exp(log 100) = 100.00000000000004 in doubles (in sacreBLEU too); BLEU
   // is at most 100, so that last-bit excess is cut off (found by fuzz/fuzz_bleu.cpp).
   result.score = std::min(result.score, 100.0);
   return result;
 }
 
+BleuScore corpus_bleu(const std::vector<std::string>& hypotheses, const ReferenceStreams& references,
+                      const ScoringOptions& options) {
+  BleuStats sum;
+  for (const BleuStats& s : segment_bleu_stats(hypotheses, references, options)) sum += s;
+  return bleu_from_stats(sum);
+}
+
 BleuScore corpus_bleu(const std::vector<std::string>& hypotheses,
                       const std::vector<std::string>& references, BleuTokenize tokenize) {
-  return bleu_from_stats(corpus_bleu_stats(hypotheses, references, tokenize));
+  return corpus_bleu(hypotheses, ReferenceStreams{references}, ScoringOptions{tokenize, false});
 }
 
-double corpus_chrf(const std::vector<std::string>& hypotheses,
-                   const std::vector<std::string>& references) {
-  check_corpus(hypotheses, references, "corpus_chrf");
-  ChrfStats stats;
-  for (std::size_t i = 0; i < hypotheses.size(); ++i) {
-    add_segment_chrf_stats(hypotheses[i], references[i], stats);
+std::vector<BleuScore> sentence_bleu(const std::vector<std::string>& hypotheses, const ReferenceStreams& references,
+                                     const ScoringOptions& options) {
+  std::vector<BleuScore> scores;
+  for (const BleuStats& s : segment_bleu_stats(hypotheses, references, options)) scores.push_back(bleu_from_stats(s, true));
+  return scores;
+}
+
+namespace {
+
+// Each segment's chrF statistics (against its best reference).
+std::vector<ChrfStats> segment_chrf_stats(const std::vector<std::string>& hypotheses, const ReferenceStreams& references,
+                                          const ScoringOptions& options) {
+  check_corpus(hypotheses, references, "chrF");
+  const std::vector<std::string> hyps = prepared(hypotheses, options);
+  const ReferenceStreams refs = prepared(references, options);
+  std::vector<ChrfStats> stats;
+  stats.reserve(hyps.size());
+  for (std::size_t i = 0; i < hyps.size(); ++i) stats.push_back(best_segment_chrf_stats(hyps[i], segment_references(refs, i)));
+  return stats;
+}
+
+}  // namespace
+
+double corpus_chrf(const std::vector<std::string>& hypotheses, const ReferenceStreams& references,
+                   const ScoringOptions& options) {
+  ChrfStats sum;
+  for (const ChrfStats& s : segment_chrf_stats(hypotheses, references, options)) sum += s;
+  return chrf_from_stats(sum);
+}
+
+double corpus_chrf(const std::vector<std::string>& hypotheses, const std::vector<std::string>& references) {
+  return corpus_chrf(hypotheses, ReferenceStreams{references}, ScoringOptions{});
+}
+
+std::vector<double> sentence_chrf(const std::vector<std::string>& hypotheses, const ReferenceStreams& references,
+                                  const ScoringOptions& options) {
+  std::vector<double> scores;
+  for (const ChrfStats& s : segment_chrf_stats(hypotheses, references, options)) scores.push_back(chrf_from_stats(s));
+  return scores;
+}
+
+std::string reference_count(const ReferenceStreams& references) {
+  if (references.empty() || references.front().empty()) return std::to_string(references.size());
+  std::size_t first = 0;
+  for (std::size_t i = 0; i < references.front().size(); ++i) {
+    const std::size_t n = std::max<std::size_t>(1, static_cast<std::size_t>(std::count_if(
+                                                       references.begin(), references.end(),
+                                                       [&](const auto& stream) { return !stream[i].empty(); })));
+    if (i == 0) first = n;
+    if (n != first) return "var";
   }
-  return chrf_from_stats(stats);
+  return std::to_string(first);
 }
 
-
-std::string bleu_signature(BleuTokenize tokenize) {
-  return std::string("nrefs:1|case:mixed|eff:no|tok:") + bleu_tokenize_name(tokenize) + "|smooth:exp|version:qkgrad-" +
-         QKGRAD_VERSION;
+std::string bleu_signature(const ScoringOptions& options, const std::string& nrefs, bool effective_order) {
+  return cat("nrefs:", nrefs, "|case:", options.lowercase ? "lc" : "mixed", "|eff:", effective_order ? "yes" : "no",
+             "|tok:", bleu_tokenize_name(options.tokenize), "|smooth:exp|version:qkgrad-", QKGRAD_VERSION);
 }
 
-std::string chrf_signature() { return std::string("nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:qkgrad-") + QKGRAD_VERSION; }
+std::string chrf_signature(const ScoringOptions& options, const std::string& nrefs) {
+  return cat("nrefs:", nrefs, "|case:", options.lowercase ? "lc" : "mixed", "|eff:yes|nc:6|nw:0|space:no|version:qkgrad-",
+             QKGRAD_VERSION);
+}
+
+std::string bleu_signature(BleuTokenize tokenize) { return bleu_signature(ScoringOptions{tokenize, false}, "1", false); }
+
+std::string chrf_signature() { return chrf_signature(ScoringOptions{}, "1"); }
 
 std::string tokenized_text_warning(const std::vector<std::string>& hypotheses, BleuTokenize tokenize) {
   if (tokenize == BleuTokenize::none) return "";
@@ -514,6 +651,40 @@ std::string tokenized_text_warning(const std::vector<std::string>& hypotheses, B
          " lines end in a tokenised period (' .'): the text looks tokenised, and the 13a tokeniser splits it again, so "
          "the score is not comparable to published detokenised BLEU. Detokenise both sides, or score tokenised text "
          "with --tokenize none (as sacreBLEU warns too)";
+}
+
+std::string lowercase_utf8(std::string_view text) {
+  // glibc's Unicode case table (C.UTF-8 is built into glibc 2.35 and later); plain ASCII if absent.
+  static const locale_t utf8 = ::newlocale(LC_CTYPE_MASK, "C.UTF-8", static_cast<locale_t>(nullptr));
+  auto is_letter = [](char32_t c) {
+    return utf8 ? ::iswalpha_l(static_cast<wint_t>(c), utf8) != 0 : c < 0x80 && std::isalpha(static_cast<int>(c)) != 0;
+  };
+  std::string out;
+  out.reserve(text.size());
+  char32_t previous = 0;
+  for (std::size_t i = 0; i < text.size();) {
+    char32_t cp = 0;
+    const std::size_t length = decode_utf8(text, i, cp);
+    if (length == 0) {  // not UTF-8: the byte is kept (the scorers refuse such lines before this)
+      out += text[i++];
+      continue;
+    }
+    i += length;
+    char32_t next = 0;
+    if (i < text.size()) decode_utf8(text, i, next);
+    if (cp == 0x130) {  // İ: Python's full mapping gives i + combining dot above
+      append_utf8(out, U'i');
+      append_utf8(out, 0x307);
+    } else if (cp == 0x3A3) {  // Σ: final sigma ς after a letter and not before one, else σ
+      append_utf8(out, is_letter(previous) && !is_letter(next) ? 0x3C2 : 0x3C3);
+    } else if (cp < 0x80) {
+      out += static_cast<char>(cp >= 'A' && cp <= 'Z' ? cp + ('a' - 'A') : cp);
+    } else {
+      append_utf8(out, utf8 ? static_cast<char32_t>(::towlower_l(static_cast<wint_t>(cp), utf8)) : cp);
+    }
+    previous = cp;
+  }
+  return out;
 }
 
 BleuTokenize parse_bleu_tokenize(const std::string& name) {

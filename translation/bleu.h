@@ -48,6 +48,8 @@ struct BleuScore {
   // sacreBLEU's one-line summary, e.g.
   //   BLEU = 33.24 64.9/40.5/26.6/17.8 (BP = 0.995 ratio = 0.995 hyp_len = 1234 ref_len = 1240)
   std::string format() const;
+  // The part after the score: "64.9/40.5/26.6/17.8 (BP = 0.995 ratio = ... ref_len = 1240)".
+  std::string verbose() const;
 };
 
 // BLEU's sufficient statistics: everything the score depends on. Statistics of parts of a
@@ -66,31 +68,73 @@ struct BleuStats {
 // "1,000" and "don't" whole), and returns the tokens joined by single spaces.
 std::string tokenize_13a(std::string_view line);
 
-// Corpus BLEU of hypotheses[i] against references[i] (one reference per hypothesis).
-// Throws qkgrad::Error if the counts differ, a line is not UTF-8 or the corpus is empty. An empty
-// reference line is scored, as sacreBLEU 2.6 does (its hypothesis's n-grams match nothing).
+// Several references per hypothesis, as sacreBLEU takes them: references[r][i] is the r-th
+// reference of hypothesis i (every stream has one line per hypothesis). A segment is scored
+// against its non-empty references; when all of them are empty, against one empty reference.
+//   BLEU: each hypothesis n-gram counts at most as often as in the one reference where it occurs
+//         most; the reference length is the one closest to the hypothesis's (the shorter of two
+//         equally close).
+//   chrF: a segment's statistics are those of the reference that gives it the best chrF (the
+//         first of equals).
+using ReferenceStreams = std::vector<std::vector<std::string>>;
+
+// How the lines are prepared before scoring (sacreBLEU's tokenize= and lowercase=).
+struct ScoringOptions {
+  BleuTokenize tokenize = BleuTokenize::t13a;
+  bool lowercase = false;  // Python's str.lower() of every line first; the signatures say case:lc
+};
+
+// Corpus BLEU. Throws qkgrad::Error if a stream's length differs from the hypotheses', a line is
+// not UTF-8 or the corpus is empty. An empty reference line is scored, as sacreBLEU 2.6 does
+// (its hypothesis's n-grams match nothing).
+BleuScore corpus_bleu(const std::vector<std::string>& hypotheses, const ReferenceStreams& references,
+                      const ScoringOptions& options);
 BleuScore corpus_bleu(const std::vector<std::string>& hypotheses,
                       const std::vector<std::string>& references,
                       BleuTokenize tokenize = BleuTokenize::t13a);
 
-// The statistics corpus_bleu computes its score from (same checks, same errors).
+// The statistics of each segment (same checks, same errors): their sum is the corpus's.
+std::vector<BleuStats> segment_bleu_stats(const std::vector<std::string>& hypotheses,
+                                          const ReferenceStreams& references, const ScoringOptions& options);
 BleuStats corpus_bleu_stats(const std::vector<std::string>& hypotheses,
                             const std::vector<std::string>& references,
                             BleuTokenize tokenize = BleuTokenize::t13a);
 
-// The BLEU score (exp smoothing, order 4) of already collected statistics.
-BleuScore bleu_from_stats(const BleuStats& stats);
+// The BLEU score (exp smoothing, order 4) of already collected statistics. With
+// effective_order (sacreBLEU's sentence-level BLEU) the mean runs over the orders up to the last
+// one the hypothesis has n-grams of, so a 3-word sentence can score.
+BleuScore bleu_from_stats(const BleuStats& stats, bool effective_order = false);
+
+// Sentence-level BLEU of each hypothesis (effective order, eff:yes), as sacreBLEU -sl.
+std::vector<BleuScore> sentence_bleu(const std::vector<std::string>& hypotheses, const ReferenceStreams& references,
+                                     const ScoringOptions& options);
 
 // Corpus chrF (0..100) with sacreBLEU's CHRF defaults; same checks and errors as corpus_bleu.
+double corpus_chrf(const std::vector<std::string>& hypotheses, const ReferenceStreams& references,
+                   const ScoringOptions& options);
 double corpus_chrf(const std::vector<std::string>& hypotheses,
                    const std::vector<std::string>& references);
+// chrF of each hypothesis on its own.
+std::vector<double> sentence_chrf(const std::vector<std::string>& hypotheses, const ReferenceStreams& references,
+                                  const ScoringOptions& options);
+
+// The signatures' nrefs: the number of references per segment (its non-empty ones, at least 1),
+// or "var" when it varies.
+std::string reference_count(const ReferenceStreams& references);
 
 // sacreBLEU-style signatures naming how a score was computed, to print beside it:
 //   BLEU: "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:qkgrad-0.1.0"
 //   chrF: "nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:qkgrad-0.1.0"
 // (the version is qkgrad's: these are sacreBLEU 2.x's definitions, computed by qkgrad).
-std::string bleu_signature(BleuTokenize tokenize);
+std::string bleu_signature(const ScoringOptions& options, const std::string& nrefs, bool effective_order);
+std::string chrf_signature(const ScoringOptions& options, const std::string& nrefs);
+std::string bleu_signature(BleuTokenize tokenize);  // one reference, mixed case, corpus level
 std::string chrf_signature();
+
+// Python's str.lower() of UTF-8 text: glibc's Unicode simple case mapping, plus Python's two
+// context rules that matter in practice (İ becomes i + U+0307; Σ becomes final ς after a letter
+// and not before one). Bytes that are not UTF-8 are kept.
+std::string lowercase_utf8(std::string_view text);
 
 // sacreBLEU's warning for detokenised scoring of tokenised text: with the 13a tokeniser, more
 // than 100 hypotheses ending in a tokenised period (" .") mean the text was probably not

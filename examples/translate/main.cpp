@@ -40,6 +40,7 @@
 #include "translation/batching.h"
 #include "translation/beam_search.h"
 #include "translation/bleu.h"
+#include "translation/score_report.h"
 #include "translation/corpus.h"
 #include "translation/data_parallel.h"
 #include "translation/grad_dump.h"
@@ -125,17 +126,56 @@ void check_stdout(const std::string& writing) {
            "; free some disk space, or write them with --output"));
 }
 
-// BLEU and chrF with their sacreBLEU-style signatures, and sacreBLEU's warning (on stderr) when
-// 13a scores text that looks tokenised. The counts must match (an Error names both files).
-void print_scores(const std::vector<std::string>& hyps, const std::vector<std::string>& refs, const std::string& hyp_name,
-                  const std::string& ref_name, BleuTokenize tokenize) {
-  QKGRAD_CHECK(hyps.size() == refs.size(), hyp_name, " has ", hyps.size(), " lines but ", ref_name, " has ", refs.size(),
-               "; they must be aligned line by line");
-  const BleuScore b = corpus_bleu(hyps, refs, tokenize);
-  const std::string warning = tokenized_text_warning(hyps, tokenize);
+// The scoring flags `bleu` and `eval` share, sacreBLEU's: which metrics, case, sentence level,
+// the output form.
+struct ScoreFlags {
+  std::string metrics = "bleu,chrf", format = "text";
+  bool lowercase = false, sentence_level = false, score_only = false;
+  int64_t width = 2;
+  CLI::Option* metrics_given = nullptr;
+
+  explicit ScoreFlags(Args& args) {
+    metrics_given = args.custom("metrics", "bleu, chrf or bleu,chrf (default: both; bleu alone with --sentence-level)",
+                                "LIST", [this](const std::string& v) {
+                                  if (v != "bleu" && v != "chrf" && v != "bleu,chrf" && v != "chrf,bleu") {
+                                    return std::string("must be bleu, chrf or bleu,chrf, got '") + v + "'";
+                                  }
+                                  metrics = v;
+                                  return std::string();
+                                });
+    args.flag("lowercase", "case-insensitive scores (both metrics; the signatures say case:lc)", &lowercase);
+    args.flag("sentence-level", "one score per line (BLEU with the effective order, eff:yes); one metric", &sentence_level);
+    args.choice("format", "text (sacreBLEU's text form) or json (sacreBLEU's JSON; JSON Lines per sentence)", &format,
+                {"text", "json"});
+    args.flag("score-only", "the bare number(s), one per line (sacreBLEU's -b)", &score_only);
+    args.option("width", "decimals of the scores", &width, 0, 10);
+  }
+  ReportOptions report(BleuTokenize tokenize) const {
+    ReportOptions o;
+    o.scoring = {tokenize, lowercase};
+    const bool chosen = metrics_given->count() > 0;  // else sentence level is BLEU's, as in sacreBLEU
+    o.bleu = metrics.find("bleu") != std::string::npos;
+    o.chrf = metrics.find("chrf") != std::string::npos && (chosen || !sentence_level);
+    o.sentence_level = sentence_level;
+    o.format = score_only ? ScoreFormat::score_only : parse_score_format(format);
+    o.width = static_cast<int>(width);
+    return o;
+  }
+};
+
+// The scores in the form ScoreFlags chose (translation/score_report.h), and sacreBLEU's warning
+// (on stderr) when 13a scores text that looks tokenised. Every reference file must have as many
+// lines as the hypotheses (an Error names both files).
+void print_scores(const std::vector<std::string>& hyps, const ReferenceStreams& refs, const std::string& hyp_name,
+                  const std::vector<std::string>& ref_names, const ReportOptions& options) {
+  for (std::size_t r = 0; r < refs.size(); ++r) {
+    QKGRAD_CHECK(hyps.size() == refs[r].size(), hyp_name, " has ", hyps.size(), " lines but ", ref_names[r], " has ",
+                 refs[r].size(), "; they must be aligned line by line");
+  }
+  const std::string report = score_report(hyps, refs, options);
+  const std::string warning = tokenized_text_warning(hyps, options.scoring.tokenize);
   if (!warning.empty()) std::fprintf(stderr, "warning: %s\n", warning.c_str());
-  std::printf("%s\nchrF = %.2f\nBLEU signature: %s\nchrF signature: %s\n", b.format().c_str(), corpus_chrf(hyps, refs),
-              bleu_signature(tokenize).c_str(), chrf_signature().c_str());
+  std::fputs(report.c_str(), stdout);
 }
 
 int cmd_prepare_bible(int argc, char** argv) {
@@ -543,17 +583,21 @@ int cmd_average(int argc, char** argv) {
 }
 
 int cmd_bleu(int argc, char** argv) {
-  std::string ref, hyp, tokenize = "13a";
-  Args args("qkgrad-translate bleu", "Corpus BLEU (sacreBLEU-compatible) and chrF of --hyp (or stdin) against --ref,\n"
-                                     "with sacreBLEU-style signatures.");
-  args.once(args.option("ref", "reference file", &ref, true),
-            "several references (multi-reference BLEU) are not supported; score against each separately");
+  std::vector<std::string> ref_files;
+  std::string hyp, tokenize = "13a";
+  Args args("qkgrad-translate bleu", "BLEU and chrF of --hyp (or stdin) against one or more --ref files, computed and printed\n"
+                                     "as sacreBLEU 2.x does (its signatures, its text and JSON forms).");
+  args.list("ref", "a reference file; give --ref again for several references per line (multi-reference)", &ref_files,
+            true);
   args.option("hyp", "hypothesis file (default: stdin)", &hyp);
   args.choice("tokenize", "13a (sacreBLEU's default) or none (pre-tokenised text)", &tokenize, {"13a", "none"});
+  const ScoreFlags flags(args);
   if (!args.parse(argc, argv, 2)) return 0;
-  const std::vector<std::string> refs = read_text_lines(ref);
+  ReferenceStreams refs;
+  for (const std::string& f : ref_files) refs.push_back(read_text_lines(f));
   const std::vector<std::string> hyps = read_input_lines(hyp);
-  print_scores(hyps, refs, hyp.empty() ? "bleu: the hypothesis (stdin)" : "bleu: " + hyp, ref, parse_bleu_tokenize(tokenize));
+  print_scores(hyps, refs, hyp.empty() ? "bleu: the hypothesis (stdin)" : "bleu: " + hyp, ref_files,
+               flags.report(parse_bleu_tokenize(tokenize)));
   return 0;
 }
 
@@ -576,6 +620,7 @@ int cmd_eval(int argc, char** argv) {
   args.option("max-length", "longer source lines are cropped to this many subwords (counted on stderr)", &max_length, 1, 100000);
   args.choice("device", kDeviceHelp, &device, kDeviceChoices);
   const ThreadsFlag threads(args);
+  const ScoreFlags flags(args);
   if (!args.parse(argc, argv, 2)) return 0;
   threads.apply();
   const Device on = parse_device("qkgrad-translate eval", device);
@@ -585,10 +630,6 @@ int cmd_eval(int argc, char** argv) {
   const std::vector<std::string> sources = read_text_lines(files.src), refs = read_text_lines(files.tgt);
   QKGRAD_CHECK(sources.size() == refs.size(), "eval: ", files.src, " has ", sources.size(), " lines but ", files.tgt,
                " has ", refs.size(), "; they must be aligned line by line");
-  for (std::size_t i = 0; i < refs.size(); ++i) {  // checked before the work, as corpus_bleu checks
-    QKGRAD_CHECK(!refs[i].empty(), "eval: ", files.tgt, ":", i + 1, " is empty; BLEU needs a reference for every line ",
-                 "(sacreBLEU refuses empty references too): remove that pair from both files");
-  }
   LoadedModel m = load_trained_model(run, on, checkpoint);
   LineTranslator translator(m, beam, max_length);
   const std::vector<std::string> hyps = translator.translate_best(sources, files.src, 1);
@@ -596,12 +637,18 @@ int cmd_eval(int argc, char** argv) {
   std::string text;
   for (const auto& h : hyps) text += h + "\n";
   write_file_atomically(hyp_path, [&](std::FILE* f) { std::fputs(text.c_str(), f); });
-  std::printf("%s %s (%zu sentences, beam %ld)\n", split.c_str(), m.checkpoint.c_str(), hyps.size(), static_cast<long>(beam.beam));
-  print_scores(hyps, refs, "eval: " + hyp_path, files.tgt, parse_bleu_tokenize(tokenize.empty() ? files.bleu_tokenize : tokenize));
+  const ReportOptions report = flags.report(parse_bleu_tokenize(tokenize.empty() ? files.bleu_tokenize : tokenize));
+  // Only the scores on stdout when a script reads them (--format json, --score-only, --sentence-level).
+  std::FILE* notes = report.format == ScoreFormat::text && !report.sentence_level ? stdout : stderr;
+  std::fprintf(notes, "%s %s (%zu sentences, beam %ld)\n", split.c_str(), m.checkpoint.c_str(), hyps.size(),
+               static_cast<long>(beam.beam));
+  std::fflush(notes);
+  print_scores(hyps, {refs}, "eval: " + hyp_path, {files.tgt}, report);
+  std::fflush(stdout);
   for (int64_t i = 0; i < show && i < static_cast<int64_t>(hyps.size()); ++i) {
     const std::size_t k = static_cast<std::size_t>(i * static_cast<int64_t>(hyps.size()) / std::max<int64_t>(show, 1));
-    std::printf("\n  source:      %s\n  reference:   %s\n  translation: %s\n", sources[k].c_str(), refs[k].c_str(),
-                hyps[k].c_str());
+    std::fprintf(notes, "\n  source:      %s\n  reference:   %s\n  translation: %s\n", sources[k].c_str(), refs[k].c_str(),
+                 hyps[k].c_str());
   }
   return 0;
 }
