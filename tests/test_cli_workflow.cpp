@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
@@ -435,46 +436,108 @@ TEST_CASE("workflow: n-best lists, score, --checkpoint, --keep-last with average
   CHECK(WEXITSTATUS(status) == 0);
 }
 
-TEST_CASE("workflow: the progress bar fits an 80-column terminal; off a terminal, timestamped lines every --log-every",
-          "[cli][workflow]") {
-  TempDir tmp;
-  write_corpus(tmp.path, 200);
-  const std::string args = " --preset tiny --vocab-size 30 --max-steps 40 --eval-every 20 --log-every 10 --threads 1";
-  // On a pseudo-terminal of 80 columns: every redraw fits in 79, with step/total, % and a bar.
+namespace {
+
+// Runs `command` on a pseudo-terminal of `columns` columns (a terminal that rewraps lines, as
+// VTE's), passing what it writes to `seen` as it comes; `seen` may act on the terminal (resize
+// it, type into it). Returns the whole output and the exit status.
+std::string run_on_terminal(const std::string& command, unsigned short columns, int& status,
+                            const std::function<void(int master, const std::string& screen)>& seen) {
   int master = -1;
   winsize ws{};
-  ws.ws_col = 80;
+  ws.ws_col = columns;
   ws.ws_row = 24;
   const pid_t pid = ::forkpty(&master, nullptr, nullptr, &ws);
   REQUIRE(pid >= 0);
   if (pid == 0) {
-    const std::string command = "exec " + kProgram + " train --data " + tmp.path + " --run " + tmp / "tty" + args;
-    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    const std::string line = "unset XTERM_VERSION STY; TERM=xterm-256color exec " + command;
+    ::execl("/bin/sh", "sh", "-c", line.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
   std::string screen;
   char buf[4096];
-  for (ssize_t n; (n = ::read(master, buf, sizeof buf)) > 0;) screen.append(buf, static_cast<std::size_t>(n));
-  int status = 0;
+  for (ssize_t n; (n = ::read(master, buf, sizeof buf)) > 0;) {
+    screen.append(buf, static_cast<std::size_t>(n));
+    seen(master, screen);
+  }
   ::waitpid(pid, &status, 0);
   ::close(master);
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
+  return screen;
+}
+
+// The live lines drawn in `screen` (the segments between \r or \n that start with `prefix`,
+// ESC [ K removed): their count and the longest.
+std::pair<std::size_t, std::size_t> live_lines(const std::string& screen, const std::string& prefix) {
   std::size_t redraws = 0, longest = 0;
   for (std::size_t start = 0; start < screen.size();) {
     const std::size_t end = std::min(screen.find_first_of("\r\n", start), screen.size());
     std::string segment = screen.substr(start, end - start);
     for (std::size_t e; (e = segment.find("\x1b[K")) != std::string::npos;) segment.erase(e, 3);
-    if (segment.rfind("step ", 0) == 0 && segment.find(" [") != std::string::npos) {
+    for (std::size_t e; (e = segment.find("\x1b[J")) != std::string::npos;) segment.erase(e, 3);
+    for (std::size_t e; (e = segment.find("\x1b[1A")) != std::string::npos;) segment.erase(e, 4);
+    if (segment.rfind(prefix, 0) == 0 && segment.find(" [") != std::string::npos) {
       ++redraws;
       longest = std::max(longest, segment.size());
     }
     start = end + 1;
   }
+  return {redraws, longest};
+}
+
+}  // namespace
+
+TEST_CASE("workflow: the progress bar fits the terminal, follows a shrink, moves during evaluation, and Ctrl-C "
+          "clears it; off a terminal, timestamped lines every --log-every", "[cli][workflow]") {
+  TempDir tmp;
+  write_corpus(tmp.path, 200);
+  const std::string args = " --preset tiny --vocab-size 30 --max-steps 40 --eval-every 20 --log-every 10 --threads 1";
+  // On a pseudo-terminal of 80 columns: every redraw fits in 77 (3 left for the echo of ^C), with
+  // step/total, % and a bar; the dev evaluation shows its own progress.
+  int status = 0;
+  std::string screen = run_on_terminal(kProgram + " train --data " + tmp.path + " --run " + tmp / "tty" + args, 80,
+                                       status, [](int, const std::string&) {});
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  auto [redraws, longest] = live_lines(screen, "step ");
   INFO(screen);
   CHECK(redraws >= 30);
-  CHECK(longest <= 79);
+  CHECK(longest <= 77);
   CHECK_THAT(screen, Contains("step 35/40  88% [") && Contains("tok/s | ETA "));
+  CHECK_THAT(screen, Contains("eval at step 20 [") && Contains("] dev BLEU: translated ") && Contains("] dev loss: batch 1/"));
+
+  // The terminal shrinks to 40 columns mid-run: the next redraw goes up over the row the old
+  // line was rewrapped onto and clears it (ESC [ 1 A, ESC [ J), and the lines fit in 37.
+  std::size_t resized_at = std::string::npos;
+  screen = run_on_terminal(kProgram + " train --data " + tmp.path + " --run " + tmp / "shrink" + args, 80, status,
+                           [&](int master, const std::string& seen) {
+                             if (resized_at != std::string::npos || seen.find("step 5/40") == std::string::npos) return;
+                             winsize small{};
+                             small.ws_col = 40;
+                             small.ws_row = 24;
+                             ::ioctl(master, TIOCSWINSZ, &small);
+                             resized_at = seen.size();
+                           });
+  REQUIRE(resized_at != std::string::npos);
+  const std::string after = screen.substr(resized_at);
+  INFO(after);
+  CHECK_THAT(after, Contains("\r\x1b[1A\x1b[J"));
+  CHECK(live_lines(after, "step ").second <= 37);
+
+  // Ctrl-C typed on the terminal: a note at once, on a cleared row (not after the bar and its ^C),
+  // then the save and the exit status of SIGINT.
+  bool typed = false;
+  screen = run_on_terminal(kProgram + " train --data " + tmp.path + " --run " + tmp / "ctrl-c" + args +
+                               " --max-steps 100000 --eval-every 100000",
+                           80, status, [&](int master, const std::string& seen) {
+                             if (typed || seen.find("step 3/") == std::string::npos) return;
+                             REQUIRE(::write(master, "\x03", 1) == 1);
+                             typed = true;
+                           });
+  INFO(screen);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
+  CHECK_THAT(screen, Contains("\r\x1b[Kqkgrad-translate train: stopping: the step (or dev evaluation) in progress finishes"));
+  CHECK_THAT(screen, Contains("interrupted by SIGINT (Ctrl-C) at step "));
 
   // Off a terminal: no bar, one timestamped line every 10 steps.
   const Result r = run("train --data " + tmp.path + " --run " + tmp / "pipe" + args);

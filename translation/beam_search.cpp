@@ -169,7 +169,8 @@ std::vector<std::vector<int64_t>> beam_search(Seq2SeqTransformer& model, const s
 
 std::vector<std::vector<ScoredHypothesis>> translate_all_nbest(Seq2SeqTransformer& model,
                                                                const std::vector<std::vector<int64_t>>& sources,
-                                                               const BeamOptions& options, int64_t max_tokens) {
+                                                               const BeamOptions& options, int64_t max_tokens,
+                                                               const TranslatedCount& done) {
   std::vector<int64_t> order(sources.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
@@ -192,14 +193,15 @@ std::vector<std::vector<ScoredHypothesis>> translate_all_nbest(Seq2SeqTransforme
     }
     auto translated = beam_search_nbest(model, group, options);
     for (std::size_t j = 0; j < ids.size(); ++j) out[static_cast<std::size_t>(ids[j])] = std::move(translated[j]);
+    if (done) done(i);
   }
   return out;
 }
 
 std::vector<std::vector<int64_t>> translate_all(Seq2SeqTransformer& model, const std::vector<std::vector<int64_t>>& sources,
-                                                const BeamOptions& options, int64_t max_tokens) {
+                                                const BeamOptions& options, int64_t max_tokens, const TranslatedCount& done) {
   std::vector<std::vector<int64_t>> best;
-  for (auto& hypotheses : translate_all_nbest(model, sources, options, max_tokens)) {
+  for (auto& hypotheses : translate_all_nbest(model, sources, options, max_tokens, done)) {
     best.push_back(std::move(hypotheses.front().tokens));
   }
   return best;

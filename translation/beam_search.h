@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "nn/transformer.h"
@@ -41,11 +42,15 @@ std::vector<std::vector<int64_t>> beam_search(Seq2SeqTransformer& model,
 
 // Translates many sources in batches of about `max_tokens` source tokens (sorted by length,
 // results returned in the original order): every source's hypotheses, best first, or the best.
+// `done(k)`, when given, is called after each batch with the number of sources translated so far.
+using TranslatedCount = std::function<void(std::size_t)>;
 std::vector<std::vector<ScoredHypothesis>> translate_all_nbest(Seq2SeqTransformer& model,
                                                                const std::vector<std::vector<int64_t>>& sources,
-                                                               const BeamOptions& options, int64_t max_tokens = 2000);
+                                                               const BeamOptions& options, int64_t max_tokens = 2000,
+                                                               const TranslatedCount& done = nullptr);
 std::vector<std::vector<int64_t>> translate_all(Seq2SeqTransformer& model,
                                                 const std::vector<std::vector<int64_t>>& sources,
-                                                const BeamOptions& options, int64_t max_tokens = 2000);
+                                                const BeamOptions& options, int64_t max_tokens = 2000,
+                                                const TranslatedCount& done = nullptr);
 
 }  // namespace qkgrad::translation

@@ -115,7 +115,9 @@ struct Evaluation {
   std::string bleu_line;
 };
 
-Evaluation evaluate(Seq2SeqTransformer& model, const EncodedData& data, const Subwords& sw, const RunSettings& r) {
+// `shown(fraction, what)` is told how far the evaluation is (the live line moves meanwhile).
+Evaluation evaluate(Seq2SeqTransformer& model, const EncodedData& data, const Subwords& sw, const RunSettings& r,
+                    const std::function<void(double, const std::string&)>& shown) {
   model.eval();
   Evaluation e;
   {  // teacher-forced loss per target token over the whole dev set
@@ -124,6 +126,7 @@ Evaluation evaluate(Seq2SeqTransformer& model, const EncodedData& data, const Su
     double total = 0;
     int64_t tokens = 0;
     for (int64_t i = 0; i < plan.batches_per_epoch(); ++i) {
+      shown(0.0, cat("dev loss: batch ", i + 1, "/", plan.batches_per_epoch()));
       const Batch b = make_batch(data.dev, plan.group(i), model.device(), special_ids(model.config()));
       const LossSum l = cross_entropy(model.forward(b.src, b.src_lengths, b.tgt_in, b.tgt_lengths), b.tgt_out, 0.0,
                                       model.config().pad_id);
@@ -137,7 +140,9 @@ Evaluation evaluate(Seq2SeqTransformer& model, const EncodedData& data, const Su
   std::vector<std::vector<int64_t>> sources;
   std::vector<std::string> refs(data.dev_references.begin(), data.dev_references.begin() + static_cast<std::ptrdiff_t>(n));
   for (std::size_t i = 0; i < n; ++i) sources.push_back(data.dev[i].src);
-  const auto hyps_ids = translate_all(model, sources, BeamOptions{r.beam, r.alpha, 50});
+  const auto hyps_ids = translate_all(model, sources, BeamOptions{r.beam, r.alpha, 50}, 2000, [&](std::size_t done) {
+    shown(static_cast<double>(done) / static_cast<double>(n), cat("dev BLEU: translated ", done, "/", n, " sentences"));
+  });
   std::vector<std::string> hyps;
   for (const auto& h : hyps_ids) hyps.push_back(sw.decode(h));
   const BleuScore bleu = corpus_bleu(hyps, refs, r.bleu_tokenize == "none" ? BleuTokenize::none : BleuTokenize::t13a);
@@ -345,9 +350,14 @@ LoopState from_trainer_state(const TrainerState& t, Optimizer& opt, LrSchedule& 
   return s;
 }
 
-// The progress display. On a terminal: one live line, redrawn at every step, with a bar,
-// step/total and %, the loss, tokens/s and the ETA, fitted to the terminal's width (read again
-// at every redraw, so a resize is followed; never wider, so it never wraps into new lines).
+// The progress display. On a terminal: one live line, redrawn at every step (and while a dev
+// evaluation runs), with a bar, step/total and %, the loss, tokens/s and the ETA, fitted to the
+// terminal's width (read again at every redraw, so a resize is followed). The line leaves the
+// last 3 columns free, so that the terminal's echo of Ctrl-C ("^C") does not wrap it onto a
+// second row that the next redraw would not clear. After the terminal shrinks, most terminals
+// (VTE, kitty, iTerm2, Windows Terminal, tmux, Alacritty) rewrap the old line over several rows:
+// the redraw first goes up over those rows and clears them. xterm, GNU screen and the Linux
+// console cut the line instead (going up would erase the line above), so there it does not.
 // Log lines (every --log-every steps, timestamped) and messages scroll above it. Off a
 // terminal there is no live line: only the log lines and the messages.
 class Progress {
@@ -361,7 +371,8 @@ class Progress {
   // The live line: `left`, a bar `fraction` full, `right`; only the bar shrinks to fit.
   void live(const std::string& left, double fraction, const std::string& right) {
     if (!terminal_) return;
-    const std::size_t width = columns() - 1;  // writing the last column wraps on some terminals
+    const std::size_t columns = terminal_columns();
+    const std::size_t width = columns - 3;  // room for the echo of ^C
     const std::size_t text = left.size() + right.size() + 4;  // " [" ... "] "
     std::string line = left + " " + right;
     if (width >= text + 10) {
@@ -370,9 +381,9 @@ class Progress {
       line = left + " [" + std::string(filled, '#') + std::string(bar - filled, '.') + "] " + right;
     }
     if (line.size() > width) line.resize(width);
-    std::printf("\r%s\x1b[K", line.c_str());  // ESC [ K: erase the rest of the old line
+    std::printf("%s%s\x1b[K", erase_live_line(columns).c_str(), line.c_str());  // ESC [ K: erase the rest of the row
     std::fflush(stdout);
-    live_shown_ = true;
+    live_chars_ = line.size();
   }
   void log(const std::string& line) { print_above(timestamp() + " " + line); }
   void message(const std::string& text) { print_above(text); }
@@ -380,12 +391,25 @@ class Progress {
  private:
   void print_above(const std::string& text) {
     if (!shown_) return;
-    if (live_shown_) std::printf("\r\x1b[K");
+    if (live_chars_ > 0) std::printf("%s\x1b[K", erase_live_line(terminal_columns()).c_str());
     std::printf("%s\n", text.c_str());
     std::fflush(stdout);
-    live_shown_ = false;
+    live_chars_ = 0;
   }
-  static std::size_t columns() {
+  // Back to the start of the live line: "\r", and after a shrink that rewrapped it over k rows,
+  // k - 1 rows up (ESC [ n A) with those rows cleared (ESC [ J: to the end of the screen).
+  std::string erase_live_line(std::size_t columns) const {
+    const std::size_t rows = live_chars_ == 0 ? 1 : (live_chars_ - 1) / columns + 1;
+    if (rows <= 1 || !rewraps_) return "\r";
+    return cat("\r\x1b[", rows - 1, "A\x1b[J");
+  }
+  // Whether the terminal rewraps its lines when it gets narrower (see the class comment).
+  static bool terminal_rewraps() {
+    const char* term = std::getenv("TERM");
+    return std::getenv("XTERM_VERSION") == nullptr && std::getenv("STY") == nullptr &&
+           !(term != nullptr && std::string(term) == "linux");
+  }
+  static std::size_t terminal_columns() {
     winsize ws{};
     if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 20) return ws.ws_col;
     const char* env = std::getenv("COLUMNS");
@@ -403,7 +427,8 @@ class Progress {
 
   bool shown_;
   bool terminal_;
-  bool live_shown_ = false;
+  bool rewraps_ = terminal_rewraps();
+  std::size_t live_chars_ = 0;  // the live line's length as drawn (0: none shown)
 };
 
 // The outermost directory of `path` that does not exist yet ("" if `path` exists): what a new
@@ -1056,7 +1081,11 @@ class TrainingRun {
   // In a data-parallel job rank 0 evaluates and sends the numbers to the others, which wait.
   bool evaluate_and_save() {
     Evaluation e;
-    if (comm_.is_root()) e = evaluate(*model_, data_, *subwords_, settings_);
+    if (comm_.is_root()) {
+      e = evaluate(*model_, data_, *subwords_, settings_, [&](double fraction, const std::string& what) {
+        progress_.live(cat("eval at step ", s_.step), fraction, what);
+      });
+    }
     if (ranks_ > 1) {
       std::vector<double> numbers{e.loss, e.bleu, e.chrf};
       comm_.broadcast(numbers, 0);
@@ -1211,7 +1240,14 @@ int train(const TrainOptions& options, distributed::Communicator& comm) {
     set_num_threads(threads_per_rank(distributed::launched_local_ranks()));  // not every rank on every core
   }
   StopSignals stop_signals;  // from here on SIGINT, SIGTERM and SIGHUP stop the run cleanly
-  if (comm.size() > 1) {
+  if (comm.size() == 1) {
+    // Said at once, while the step or dev evaluation in progress finishes (that can take a
+    // while); on a terminal it first clears the row of the live line, which holds the echo "^C".
+    StopSignals::set_note(cat(::isatty(STDERR_FILENO) == 1 ? "\r\x1b[K" : "",
+                              "qkgrad-translate train: stopping: the step (or dev evaluation) in progress finishes, then ",
+                              options.run_dir, "/checkpoints/last is saved. A second Ctrl-C stops at once, losing the steps "
+                              "since the last save\n"));
+  } else {
     StopSignals::set_note(cat("qkgrad-translate train (rank ", comm.rank(), " of ", comm.size(),
                               "): stopping on a signal. Under mpirun this is how the job ends when a rank fails or mpirun "
                               "itself is stopped; mpirun's message names the rank. Every checkpoint in ", options.run_dir,
