@@ -739,3 +739,76 @@ TEST_CASE("workflow: --accumulate K splits each batch into K micro-batches with 
   // More micro-batches than a batch has pairs: the empty shares are skipped.
   REQUIRE(train_tiny(tmp, tmp / "many", base + " --accumulate 1000 --max-steps 3").status == 0);
 }
+
+TEST_CASE("workflow: translate and eval decode with an ensemble (--checkpoint A,B); translate --sample draws "
+          "reproducibly from --seed; --quiet", "[cli][workflow]") {
+  TempDir tmp;
+  write_corpus(tmp.path, 200);
+  Result r = train_tiny(tmp, tmp / "run", "--max-steps 30 --eval-every 10 --keep-last 2");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  write(tmp / "in.txt", "uno dos\ntres cuatro\ncinco uno\n");
+  const std::string translate = "translate --run " + tmp / "run" + " --input " + tmp / "in.txt";
+  // An ensemble of a checkpoint with itself is that checkpoint; two checkpoints decode together.
+  Result alone = run(translate + " --checkpoint last --n-best 2");
+  Result twice = run(translate + " --checkpoint last,last --n-best 2");
+  REQUIRE(alone.status == 0);
+  CHECK(twice.status == 0);
+  CHECK(twice.output == alone.output);
+  r = run(translate + " --checkpoint " + tmp / "run/checkpoints/step-20" + ",last");
+  CHECK(r.status == 0);
+  CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 3);
+  // eval names the ensemble; with --quiet and --score-only, stdout and stderr hold the number alone.
+  r = run("eval --run " + tmp / "run" + " --checkpoint best,last --beam 1");
+  CHECK(r.status == 0);
+  CHECK_THAT(r.output, Contains("checkpoints/best," + tmp / "run/checkpoints/last (200 sentences, beam 1)"));
+  r = run("eval --run " + tmp / "run" + " --checkpoint best,last --beam 1 --metrics bleu --score-only --quiet");
+  CHECK(r.status == 0);
+  CHECK(r.output.find_first_not_of("0123456789.\n") == std::string::npos);
+  r = run(translate + " --checkpoint last,nowhere");
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output, Contains("--checkpoint nowhere: "));
+  r = run("score --run " + tmp / "run" + " --src " + tmp / "in.txt" + " --tgt " + tmp / "in.txt" + " --checkpoint best,last");
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output, Contains("an ensemble (a list A,B) is for decoding, with translate and eval"));
+  r = run(translate + " --checkpoint best --checkpoint last");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.output, Contains("an ensemble is one list: --checkpoint A,B"));
+
+  // Sampling: the same seed gives the same samples, whatever the batching (which moves log P in
+  // its last digits only); --n-best K gives K.
+  const std::string sample = translate + " --sample --temperature 2 --n-best 3";
+  Result a = run(sample + " --seed 7");
+  Result b = run(sample + " --seed 7 --batch-lines 1");
+  Result c = run(sample + " --seed 8");
+  REQUIRE(a.status == 0);
+  auto texts = [](const std::string& nbest) {  // "N ||| text" of every line
+    std::string out;
+    std::istringstream lines(nbest);
+    for (std::string line; std::getline(lines, line);) out += line.substr(0, line.find(" ||| F0= ")) + "\n";
+    return out;
+  };
+  CHECK(texts(a.output) == texts(b.output));
+  CHECK(texts(a.output) != texts(c.output));
+  CHECK(std::count(a.output.begin(), a.output.end(), '\n') == 9);
+  CHECK_THAT(a.output, Contains("0 ||| ") && Contains("2 ||| ") && Contains(" ||| F0= "));
+  r = run(translate + " --sample --top-k 1");  // top-k 1 is greedy decoding
+  CHECK(r.output == run(translate + " --greedy").output);
+  r = run(translate + " --temperature 0.5");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.output, Contains("--temperature needs --sample"));
+  r = run(translate + " --sample --beam 4");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.output, Contains("leave out --beam and --greedy"));
+  r = run(translate + " --sample --temperature 0");
+  CHECK(r.status == 2);
+
+  // --quiet: nothing on stderr but errors.
+  write(tmp / "long.txt", "uno dos tres cuatro cinco uno dos tres cuatro cinco\n");
+  r = run("translate --run " + tmp / "run" + " --input " + tmp / "long.txt" + " --max-length 3");
+  CHECK_THAT(r.output, Contains("note: cropped 1 line"));
+  r = run_shell(kProgram + " translate --run " + tmp / "run" + " --input " + tmp / "long.txt" +
+                " --max-length 3 --quiet 2>&1 >/dev/null");
+  CHECK(r.status == 0);
+  CHECK(r.output.empty());
+}

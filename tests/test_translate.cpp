@@ -2,6 +2,7 @@
 // subwords, beam search, the argument parser, and a tiny end-to-end train / resume / translate.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -257,13 +258,13 @@ TEST_CASE("beam search with beam 1 equals greedy decoding; wider beams score at 
   // An untrained model rarely ends a sentence: both stop at their length limits, greedy at 30
   // tokens, beam search at |source| + 8; compare up to the beam's limit.
   const auto greedy = greedy_decode(model, b.src, b.src_lengths, 30);
-  const auto beam1 = beam_search(model, sources, BeamOptions{1, 0.0, 8});
+  const auto beam1 = beam_search(model, sources, BeamOptions{1, 0.0, 8, {}});
   for (std::size_t i = 0; i < sources.size(); ++i) {
     const std::size_t limit = sources[i].size() + 8;
     const std::vector<int64_t> g(greedy[i].begin(), greedy[i].begin() + static_cast<std::ptrdiff_t>(std::min(limit, greedy[i].size())));
     CHECK(beam1[i] == g);
   }
-  const auto beam4 = translate_all(model, sources, BeamOptions{4, 0.6, 8}, 12);
+  const auto beam4 = translate_all(model, sources, BeamOptions{4, 0.6, 8, {}}, 12);
   CHECK(beam4.size() == sources.size());
 }
 
@@ -274,7 +275,7 @@ TEST_CASE("n-best lists are ranked by score, start with the best, and score_pair
   Generator g(3);
   const toy::Batch b = toy::make_batch(g, 4, 10, 2, 6, false);
   const std::vector<std::vector<int64_t>> sources = sources_of(b);
-  const BeamOptions o{3, 0.6, 6};
+  const BeamOptions o{3, 0.6, 6, {}};
   const auto nbest = beam_search_nbest(model, sources, o);
   const auto best = beam_search(model, sources, o);
   REQUIRE(nbest.size() == sources.size());
@@ -307,7 +308,7 @@ TEST_CASE("every n-best hypothesis's log P is score_pairs' for its tokens + eos,
   Seq2SeqTransformer model(tiny_config(6));
   model.eval();
   const std::vector<std::vector<int64_t>> sources = toy_sources(4, 5);
-  const BeamOptions o{3, 0.6, 4};
+  const BeamOptions o{3, 0.6, 4, {}};
   const auto nbest = beam_search_nbest(model, sources, o);
   std::vector<Pair> pairs;
   std::vector<double> beam_log_probs;
@@ -328,6 +329,125 @@ TEST_CASE("every n-best hypothesis's log P is score_pairs' for its tokens + eos,
   for (std::size_t j = 0; j < pairs.size(); ++j) {
     CHECK(scores[j].tokens == static_cast<int64_t>(pairs[j].tgt.size()) + 1);
     CHECK(scores[j].log_prob == Approx(beam_log_probs[j]).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("an ensemble decodes with the mean of its members' log-probabilities", "[translate]") {
+  Seq2SeqTransformer a(tiny_config(7));
+  TransformerConfig other = tiny_config(8);  // another size and depth, the same vocabulary
+  other.d_model = 24;
+  other.decoder_layers = 2;
+  Seq2SeqTransformer b(other);
+  a.eval();
+  b.eval();
+  const std::vector<std::vector<int64_t>> sources = toy_sources(5, 4);
+  const BeamOptions o{3, 0.6, 5, {}};
+  // A model with itself is the model.
+  const auto alone = beam_search_nbest(a, sources, o);
+  const auto twice = beam_search_nbest(Models{&a, &a}, sources, o);
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    REQUIRE(alone[i].size() == twice[i].size());
+    for (std::size_t k = 0; k < alone[i].size(); ++k) {
+      CHECK(alone[i][k].tokens == twice[i][k].tokens);
+      CHECK(alone[i][k].log_prob == Approx(twice[i][k].log_prob).epsilon(1e-12));
+    }
+  }
+  // Two models: every hypothesis's log P is the mean of the members' (per step, so per sentence).
+  const auto both = translate_all_nbest(Models{&a, &b}, sources, o, 12);
+  std::vector<Pair> pairs;
+  std::vector<double> ensemble_log_probs;
+  for (std::size_t i = 0; i < both.size(); ++i) {
+    for (const auto& h : both[i]) {
+      pairs.push_back({sources[i], h.tokens});
+      ensemble_log_probs.push_back(h.log_prob);
+    }
+  }
+  const auto pa = score_pairs(a, pairs, 1000), pb = score_pairs(b, pairs, 1000);
+  for (std::size_t j = 0; j < pairs.size(); ++j) {
+    CHECK(ensemble_log_probs[j] == Approx((pa[j].log_prob + pb[j].log_prob) / 2).epsilon(1e-5));
+  }
+  // Members with another vocabulary are refused.
+  TransformerConfig wider = tiny_config(9);
+  wider.vocab = 15;
+  Seq2SeqTransformer c(wider);
+  CHECK_THROWS_WITH(beam_search_nbest(Models{&a, &c}, sources, o), Contains("ensemble: the models must share the vocabulary"));
+}
+
+TEST_CASE("sampling: top-k 1 is greedy; samples are scored as score_pairs scores them, reproducible from the seed and "
+          "the line whatever the batching; the first token follows softmax(log p / T) over the top k",
+          "[translate]") {
+  Seq2SeqTransformer model(tiny_config(10));
+  model.eval();
+  const std::vector<std::vector<int64_t>> sources = toy_sources(6, 6);
+  BeamOptions o{1, 0.6, 6, {}};
+  o.sampling.on = true;
+  o.sampling.top_k = 1;
+  o.sampling.temperature = 3.0;
+  const auto greedy = beam_search(model, sources, BeamOptions{1, 0.6, 6, {}});
+  const auto top1 = translate_all(model, sources, o);
+  CHECK(top1 == greedy);
+
+  o.sampling.top_k = 0;
+  o.sampling.temperature = 1.5;
+  o.beam = 3;  // three samples per source
+  o.sampling.seed = 42;
+  const auto one_batch = translate_all_nbest(Models{&model}, sources, o, 100000);
+  const auto small_batches = translate_all_nbest(Models{&model}, sources, o, 8);
+  std::vector<Pair> pairs;
+  std::vector<double> log_probs;
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    REQUIRE(one_batch[i].size() == 3);
+    REQUIRE(small_batches[i].size() == 3);
+    for (std::size_t k = 0; k < 3; ++k) {
+      CHECK(one_batch[i][k].tokens == small_batches[i][k].tokens);
+      if (k > 0) CHECK(one_batch[i][k - 1].score >= one_batch[i][k].score);
+      pairs.push_back({sources[i], one_batch[i][k].tokens});
+      log_probs.push_back(one_batch[i][k].log_prob);
+    }
+  }
+  const auto scores = score_pairs(model, pairs, 1000);  // log P under the model, not the tempered one
+  for (std::size_t j = 0; j < pairs.size(); ++j) CHECK(scores[j].log_prob == Approx(log_probs[j]).epsilon(1e-5));
+  // The line numbers seed the generators: the same source on another line samples otherwise.
+  const std::vector<std::vector<int64_t>> same{sources[0], sources[0], sources[0], sources[0]};
+  const auto repeated = beam_search_nbest(Models{&model}, same, o);
+  bool differs = false;
+  for (std::size_t i = 1; i < same.size(); ++i) differs = differs || repeated[i][0].tokens != repeated[0][0].tokens;
+  CHECK(differs);
+  const auto shifted = beam_search_nbest(Models{&model}, same, o, {0, 7, 8, 9});
+  CHECK(shifted[0][0].tokens == repeated[0][0].tokens);
+  o.sampling.seed = 43;
+  CHECK(translate_all_nbest(Models{&model}, sources, o, 100000)[0][0].tokens != one_batch[0][0].tokens);
+
+  // The first token of N samples against softmax(log p / T) over the top 4, T = 1.5.
+  const int64_t N = 4000;
+  o.beam = N;
+  o.sampling.top_k = 4;
+  o.max_extra = 1;
+  const std::vector<std::vector<int64_t>> source{sources[1]};
+  const auto samples = beam_search_nbest(Models{&model}, source, o);
+  const TransformerConfig& c = model.config();
+  std::vector<double> lp;
+  {
+    NoGradGuard no_grad;
+    std::vector<int64_t> src = source[0];
+    src.push_back(c.eos_id);
+    const std::vector<int64_t> lengths{static_cast<int64_t>(src.size())};
+    const Tensor memory = model.encode(Tensor::from_ids(src, {1, lengths[0]}), lengths);
+    auto state = model.start_decoding(memory, lengths, 4);
+    lp = log_softmax(model.decode_step(state, Tensor::from_ids({c.bos_id}, {1}))).to_vector();
+  }
+  std::vector<int64_t> order(lp.size());
+  for (std::size_t v = 0; v < order.size(); ++v) order[v] = static_cast<int64_t>(v);
+  std::sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return lp[static_cast<std::size_t>(x)] > lp[static_cast<std::size_t>(y)]; });
+  std::vector<double> p(lp.size(), 0.0);
+  double total = 0;
+  for (int k = 0; k < 4; ++k) total += p[static_cast<std::size_t>(order[k])] = std::exp(lp[static_cast<std::size_t>(order[k])] / 1.5);
+  std::vector<double> seen(lp.size(), 0.0);
+  for (const auto& h : samples[0]) seen[static_cast<std::size_t>(h.tokens.empty() ? c.eos_id : h.tokens[0])] += 1.0 / N;
+  for (std::size_t v = 0; v < lp.size(); ++v) {
+    const double expected = p[v] / total;
+    INFO("token " << v << ": expected " << expected << ", seen " << seen[v]);
+    CHECK(std::fabs(seen[v] - expected) <= 5 * std::sqrt(expected * (1 - expected) / N) + 1e-12);
   }
 }
 

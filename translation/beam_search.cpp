@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <random>
 
 #include "core/autograd.h"
 #include "core/error.h"
@@ -30,40 +31,178 @@ double length_penalty(int64_t length, double alpha) {
   return std::pow((5.0 + static_cast<double>(length)) / 6.0, alpha);
 }
 
+ScoredHypothesis finish(std::vector<int64_t> tokens, double log_prob, double alpha) {
+  const double score = log_prob / length_penalty(static_cast<int64_t>(tokens.size()) + 1, alpha);
+  return {std::move(tokens), log_prob, score};
+}
+
+// The models' decoders side by side, for B sources with K rows each (row b·K + k: beam or
+// sample k of source b): each model's encoder output and caches. The next-token
+// log-probabilities are the mean over the models (one model: its own).
+class Decoder {
+ public:
+  Decoder(const Models& models, const std::vector<std::vector<int64_t>>& sources, int64_t K, int64_t max_extra)
+      : models_(models), device_(models.front()->device()) {
+    const TransformerConfig& c = models.front()->config();
+    for (const Seq2SeqTransformer* m : models) {
+      const TransformerConfig& o = m->config();
+      QKGRAD_CHECK(o.vocab == c.vocab && o.bos_id == c.bos_id && o.eos_id == c.eos_id && o.pad_id == c.pad_id,
+                   "ensemble: the models must share the vocabulary (", c.vocab, " and ", o.vocab, " pieces)");
+      QKGRAD_CHECK(m->device() == device_, "ensemble: the models must be on one device");
+    }
+    const auto B = static_cast<int64_t>(sources.size());
+    int64_t S = 0;  // the encoder input: each source + eos, padded
+    for (const auto& s : sources) S = std::max<int64_t>(S, static_cast<int64_t>(s.size()) + 1);
+    std::vector<int64_t> src(static_cast<std::size_t>(B * S), c.pad_id), lengths;
+    for (int64_t b = 0; b < B; ++b) {
+      const auto& s = sources[static_cast<std::size_t>(b)];
+      std::copy(s.begin(), s.end(), src.begin() + b * S);
+      src[static_cast<std::size_t>(b * S) + s.size()] = c.eos_id;
+      lengths.push_back(static_cast<int64_t>(s.size()) + 1);
+      max_len.push_back(static_cast<int64_t>(s.size()) + max_extra);
+    }
+    steps = *std::max_element(max_len.begin(), max_len.end());
+    std::vector<int64_t> rows(static_cast<std::size_t>(B * K));  // every source expanded to K rows
+    for (int64_t r = 0; r < B * K; ++r) rows[static_cast<std::size_t>(r)] = r / K;
+    const Tensor src_ids = Tensor::from_ids(src, {B, S}, device_);
+    for (Seq2SeqTransformer* m : models_) {
+      const Tensor memory = m->encode(src_ids, lengths);  // [B, S, D]
+      states_.push_back(m->start_decoding(memory, lengths, steps + 1));
+    }
+    reorder(rows);
+  }
+
+  // previous: each row's last token -> log p(next token) of every row, [rows · V] on the host.
+  std::vector<double> next_log_probs(const std::vector<int64_t>& previous) {
+    const Tensor tokens = Tensor::from_ids(previous, {static_cast<int64_t>(previous.size())}, device_);
+    std::vector<double> mean;
+    for (std::size_t i = 0; i < models_.size(); ++i) {
+      const std::vector<double> lp = log_softmax(models_[i]->decode_step(states_[i], tokens)).to_vector();  // [rows, V]
+      if (i == 0) {
+        mean = lp;
+      } else {
+        for (std::size_t j = 0; j < lp.size(); ++j) mean[j] += lp[j];
+      }
+    }
+    if (models_.size() > 1) {
+      for (double& x : mean) x /= static_cast<double>(models_.size());
+    }
+    return mean;
+  }
+  // Row i takes the caches of row rows[i].
+  void reorder(const std::vector<int64_t>& rows) {
+    const Tensor r = Tensor::from_ids(rows, {static_cast<int64_t>(rows.size())}, device_);
+    for (std::size_t i = 0; i < models_.size(); ++i) models_[i]->reorder(states_[i], r);
+  }
+
+  std::vector<int64_t> max_len;  // per source: |x| + max_extra tokens at most
+  int64_t steps = 0;             // the largest of them
+
+ private:
+  Models models_;
+  Device device_;
+  std::vector<Seq2SeqTransformer::DecodeState> states_;
+};
+
+// 64 random bits from a seed and two indices (SplitMix64's mixing): the seed of one sample's
+// generator.
+uint64_t mix(uint64_t seed, uint64_t a, uint64_t b) {
+  uint64_t z = seed ^ (a * 0x9E3779B97F4A7C15ULL) ^ (b * 0xC2B2AE3D27D4EB4FULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+// A token drawn from softmax(row / temperature) over the top_k largest entries of row[0..V)
+// (0: all). A uniform double from the generator's top 53 bits, so that the draw is the same on
+// every platform (std::uniform_real_distribution is not).
+int64_t draw(const double* row, int64_t V, const Sampling& s, std::mt19937_64& gen) {
+  std::vector<int64_t> ids(static_cast<std::size_t>(V));
+  std::iota(ids.begin(), ids.end(), 0);
+  const int64_t keep = s.top_k > 0 ? std::min(s.top_k, V) : V;
+  if (keep < V) {
+    std::partial_sort(ids.begin(), ids.begin() + keep, ids.end(),
+                      [&](int64_t x, int64_t y) { return row[x] > row[y] || (row[x] == row[y] && x < y); });
+  }
+  double top = kDead;
+  for (int64_t i = 0; i < keep; ++i) top = std::max(top, row[ids[static_cast<std::size_t>(i)]]);
+  std::vector<double> weights(static_cast<std::size_t>(keep));
+  double total = 0;
+  for (int64_t i = 0; i < keep; ++i) {
+    total += weights[static_cast<std::size_t>(i)] = std::exp((row[ids[static_cast<std::size_t>(i)]] - top) / s.temperature);
+  }
+  const double u = static_cast<double>(gen() >> 11) * 0x1.0p-53 * total;
+  double sum = 0;
+  for (int64_t i = 0; i < keep; ++i) {
+    sum += weights[static_cast<std::size_t>(i)];
+    if (u < sum) return ids[static_cast<std::size_t>(i)];
+  }
+  return ids[static_cast<std::size_t>(keep - 1)];
+}
+
+// K samples of each source: every row decodes on its own (no reordering), drawing each token.
+std::vector<std::vector<ScoredHypothesis>> sample_nbest(const Models& models, const std::vector<std::vector<int64_t>>& sources,
+                                                        const BeamOptions& o, const std::vector<int64_t>& lines) {
+  const TransformerConfig& c = models.front()->config();
+  const int64_t B = static_cast<int64_t>(sources.size()), K = o.beam, V = c.vocab;
+  Decoder decoder(models, sources, K, o.max_extra);
+  std::vector<std::mt19937_64> generators;
+  for (int64_t r = 0; r < B * K; ++r) {
+    const int64_t line = lines.empty() ? r / K : lines[static_cast<std::size_t>(r / K)];
+    generators.emplace_back(mix(o.sampling.seed, static_cast<uint64_t>(line), static_cast<uint64_t>(r % K)));
+  }
+  std::vector<Hypothesis> rows(static_cast<std::size_t>(B * K), Hypothesis{{}, 0.0});
+  std::vector<bool> ended(static_cast<std::size_t>(B * K), false);
+  std::vector<int64_t> previous(static_cast<std::size_t>(B * K), c.bos_id);
+  std::vector<std::vector<ScoredHypothesis>> samples(static_cast<std::size_t>(B));
+  for (int64_t t = 0; t <= decoder.steps; ++t) {
+    const std::vector<double> lp = decoder.next_log_probs(previous);
+    for (int64_t r = 0; r < B * K; ++r) {
+      const auto i = static_cast<std::size_t>(r);
+      if (ended[i]) continue;
+      const double* row = lp.data() + r * V;
+      // At the length limit the sample ends with eos, scored as any other ending.
+      const bool out_of_room = t == decoder.max_len[static_cast<std::size_t>(r / K)];
+      const int64_t token = out_of_room ? c.eos_id : draw(row, V, o.sampling, generators[i]);
+      rows[i].log_prob += row[token];
+      if (token == c.eos_id) {
+        samples[static_cast<std::size_t>(r / K)].push_back(finish(std::move(rows[i].tokens), rows[i].log_prob, o.alpha));
+        ended[i] = true;
+      } else {
+        rows[i].tokens.push_back(token);
+        previous[i] = token;
+      }
+    }
+    if (std::all_of(ended.begin(), ended.end(), [](bool e) { return e; })) break;
+  }
+  for (auto& s : samples) {
+    std::stable_sort(s.begin(), s.end(), [](const ScoredHypothesis& x, const ScoredHypothesis& y) { return x.score > y.score; });
+  }
+  return samples;
+}
+
 }  // namespace
 
-std::vector<std::vector<ScoredHypothesis>> beam_search_nbest(Seq2SeqTransformer& model,
+std::vector<std::vector<ScoredHypothesis>> beam_search_nbest(const Models& models,
                                                              const std::vector<std::vector<int64_t>>& sources,
-                                                             const BeamOptions& o) {
+                                                             const BeamOptions& o, const std::vector<int64_t>& lines) {
+  QKGRAD_CHECK(!models.empty(), "beam search: no model");
   QKGRAD_CHECK(o.beam >= 1, "beam search: the beam size must be >= 1, got ", o.beam);
   QKGRAD_CHECK(o.alpha >= 0 && std::isfinite(o.alpha), "beam search: alpha must be >= 0, got ", o.alpha);
   QKGRAD_CHECK(o.max_extra >= 1, "beam search: max_extra must be >= 1, got ", o.max_extra);
+  QKGRAD_CHECK(o.sampling.temperature > 0 && std::isfinite(o.sampling.temperature),
+               "sampling: the temperature must be > 0, got ", o.sampling.temperature);
+  QKGRAD_CHECK(o.sampling.top_k >= 0, "sampling: top-k must be >= 0, got ", o.sampling.top_k);
+  QKGRAD_CHECK(lines.empty() || lines.size() == sources.size(), "beam search: ", lines.size(), " line numbers for ",
+               sources.size(), " sources");
   if (sources.empty()) return {};
   NoGradGuard no_grad;
-  const TransformerConfig& c = model.config();
+  if (o.sampling.on) return sample_nbest(models, sources, o, lines);
+  const TransformerConfig& c = models.front()->config();
   const int64_t B = static_cast<int64_t>(sources.size()), K = o.beam, V = c.vocab;
-
-  // The encoder input: each source + eos, padded.
-  int64_t S = 0;
-  for (const auto& s : sources) S = std::max<int64_t>(S, static_cast<int64_t>(s.size()) + 1);
-  std::vector<int64_t> src(static_cast<std::size_t>(B * S), c.pad_id), lengths;
-  std::vector<int64_t> max_len;
-  for (int64_t b = 0; b < B; ++b) {
-    const auto& s = sources[static_cast<std::size_t>(b)];
-    std::copy(s.begin(), s.end(), src.begin() + b * S);
-    src[static_cast<std::size_t>(b * S) + s.size()] = c.eos_id;
-    lengths.push_back(static_cast<int64_t>(s.size()) + 1);
-    max_len.push_back(static_cast<int64_t>(s.size()) + o.max_extra);
-  }
-  const int64_t steps = *std::max_element(max_len.begin(), max_len.end());
-  // Every id tensor goes to the model's device; only the log-probabilities come back.
-  const Device device = model.device();
-  const Tensor memory = model.encode(Tensor::from_ids(src, {B, S}, device), lengths);  // [B, S, D]
-  auto state = model.start_decoding(memory, lengths, steps + 1);
-  // Expand every sentence to K rows: row b·K + k is beam k of sentence b.
+  Decoder decoder(models, sources, K, o.max_extra);
+  const std::vector<int64_t>& max_len = decoder.max_len;
   std::vector<int64_t> rows(static_cast<std::size_t>(B * K));
-  for (int64_t r = 0; r < B * K; ++r) rows[static_cast<std::size_t>(r)] = r / K;
-  model.reorder(state, Tensor::from_ids(rows, {B * K}, device));
 
   std::vector<std::vector<Hypothesis>> live(static_cast<std::size_t>(B), std::vector<Hypothesis>(static_cast<std::size_t>(K)));
   std::vector<std::vector<ScoredHypothesis>> finished(static_cast<std::size_t>(B));
@@ -72,9 +211,8 @@ std::vector<std::vector<ScoredHypothesis>> beam_search_nbest(Seq2SeqTransformer&
   std::vector<int64_t> previous(static_cast<std::size_t>(B * K), c.bos_id);
 
   // Steps 0 … steps − 1 choose tokens; a sentence's step max_len only ends its live beams.
-  for (int64_t t = 0; t <= steps; ++t) {
-    const Tensor logits = model.decode_step(state, Tensor::from_ids(previous, {B * K}, device));  // [B·K, V]
-    const std::vector<double> lp = log_softmax(logits).to_vector();  // on the host
+  for (int64_t t = 0; t <= decoder.steps; ++t) {
+    const std::vector<double> lp = decoder.next_log_probs(previous);  // [B·K, V] on the host
     for (int64_t b = 0; b < B; ++b) {
       auto& beams = live[static_cast<std::size_t>(b)];
       if (done[static_cast<std::size_t>(b)]) continue;
@@ -85,8 +223,7 @@ std::vector<std::vector<ScoredHypothesis>> beam_search_nbest(Seq2SeqTransformer&
           const Hypothesis& h = beams[static_cast<std::size_t>(k)];
           if (h.log_prob == kDead) continue;
           const double log_prob = h.log_prob + lp[static_cast<std::size_t>((b * K + k) * V + c.eos_id)];
-          finished[static_cast<std::size_t>(b)].push_back(
-              {h.tokens, log_prob, log_prob / length_penalty(static_cast<int64_t>(h.tokens.size()) + 1, o.alpha)});
+          finished[static_cast<std::size_t>(b)].push_back(finish(h.tokens, log_prob, o.alpha));
         }
         done[static_cast<std::size_t>(b)] = true;  // its rows are never read again
         continue;
@@ -122,9 +259,7 @@ std::vector<std::vector<ScoredHypothesis>> beam_search_nbest(Seq2SeqTransformer&
           // An ending counts only if it is among the K best candidates of this step: beam 1 is
           // then exactly greedy decoding.
           if (static_cast<int64_t>(rank) < K && static_cast<int64_t>(finished[static_cast<std::size_t>(b)].size()) < K) {
-            finished[static_cast<std::size_t>(b)].push_back(
-                {parent.tokens, cand.log_prob,
-                 cand.log_prob / length_penalty(static_cast<int64_t>(parent.tokens.size()) + 1, o.alpha)});
+            finished[static_cast<std::size_t>(b)].push_back(finish(parent.tokens, cand.log_prob, o.alpha));
           }
         } else if (static_cast<int64_t>(next.size()) < K) {
           Hypothesis h{parent.tokens, cand.log_prob};
@@ -148,7 +283,7 @@ std::vector<std::vector<ScoredHypothesis>> beam_search_nbest(Seq2SeqTransformer&
     if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) break;
     // Every row now takes the caches of its parent (rows of finished sentences keep whatever
     // they last had: they are never read again).
-    model.reorder(state, Tensor::from_ids(rows, {B * K}, device));
+    decoder.reorder(rows);
   }
 
   // Best first; equal scores keep the order they finished in (the first is what beam_search
@@ -160,6 +295,12 @@ std::vector<std::vector<ScoredHypothesis>> beam_search_nbest(Seq2SeqTransformer&
   return finished;
 }
 
+std::vector<std::vector<ScoredHypothesis>> beam_search_nbest(Seq2SeqTransformer& model,
+                                                             const std::vector<std::vector<int64_t>>& sources,
+                                                             const BeamOptions& options) {
+  return beam_search_nbest(Models{&model}, sources, options);
+}
+
 std::vector<std::vector<int64_t>> beam_search(Seq2SeqTransformer& model, const std::vector<std::vector<int64_t>>& sources,
                                               const BeamOptions& options) {
   std::vector<std::vector<int64_t>> best;
@@ -167,10 +308,10 @@ std::vector<std::vector<int64_t>> beam_search(Seq2SeqTransformer& model, const s
   return best;
 }
 
-std::vector<std::vector<ScoredHypothesis>> translate_all_nbest(Seq2SeqTransformer& model,
+std::vector<std::vector<ScoredHypothesis>> translate_all_nbest(const Models& models,
                                                                const std::vector<std::vector<int64_t>>& sources,
                                                                const BeamOptions& options, int64_t max_tokens,
-                                                               const TranslatedCount& done) {
+                                                               const TranslatedCount& done, const std::vector<int64_t>& lines) {
   std::vector<int64_t> order(sources.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
@@ -180,7 +321,7 @@ std::vector<std::vector<ScoredHypothesis>> translate_all_nbest(Seq2SeqTransforme
   std::size_t i = 0;
   while (i < order.size()) {
     std::vector<std::vector<int64_t>> group;
-    std::vector<int64_t> ids;
+    std::vector<int64_t> ids, group_lines;
     int64_t longest = 0;
     while (i < order.size()) {
       const auto& s = sources[static_cast<std::size_t>(order[i])];
@@ -189,9 +330,10 @@ std::vector<std::vector<ScoredHypothesis>> translate_all_nbest(Seq2SeqTransforme
       longest = std::max(longest, len);
       group.push_back(s);
       ids.push_back(order[i]);
+      group_lines.push_back(lines.empty() ? order[i] : lines[static_cast<std::size_t>(order[i])]);
       ++i;
     }
-    auto translated = beam_search_nbest(model, group, options);
+    auto translated = beam_search_nbest(models, group, options, group_lines);
     for (std::size_t j = 0; j < ids.size(); ++j) out[static_cast<std::size_t>(ids[j])] = std::move(translated[j]);
     if (done) done(i);
   }
@@ -201,7 +343,7 @@ std::vector<std::vector<ScoredHypothesis>> translate_all_nbest(Seq2SeqTransforme
 std::vector<std::vector<int64_t>> translate_all(Seq2SeqTransformer& model, const std::vector<std::vector<int64_t>>& sources,
                                                 const BeamOptions& options, int64_t max_tokens, const TranslatedCount& done) {
   std::vector<std::vector<int64_t>> best;
-  for (auto& hypotheses : translate_all_nbest(model, sources, options, max_tokens, done)) {
+  for (auto& hypotheses : translate_all_nbest(Models{&model}, sources, options, max_tokens, done)) {
     best.push_back(std::move(hypotheses.front().tokens));
   }
   return best;

@@ -4,7 +4,8 @@
 // B·K hypotheses together, reusing its key/value caches, which are reordered after each step to
 // follow the surviving hypotheses. A sentence is done when it has K finished hypotheses or its
 // live beams reach |X| + max_extra tokens: then they end with eos, scored like every other
-// ending (fairseq does the same). Beam 1 is greedy decoding.
+// ending (fairseq does the same). Beam 1 is greedy decoding. The same loop decodes with an
+// ensemble, and a second one samples instead of searching.
 #pragma once
 
 #include <cstdint>
@@ -15,10 +16,23 @@
 
 namespace qkgrad::translation {
 
+// Sampling instead of beam search (translate --sample; back-translation): each next token is
+// drawn from softmax(log p / temperature) over the top_k most likely tokens (0: all of them). A
+// source gets `beam` independent samples, best first. Each sample draws from its own
+// generator, seeded by (seed, the source's line, the sample's index), so a line's samples do not
+// depend on the batch it was decoded in or on the thread count.
+struct Sampling {
+  bool on = false;
+  double temperature = 1.0;  // > 0: below 1 sharper, above 1 flatter
+  int64_t top_k = 0;         // 0: no cut
+  uint64_t seed = 1;
+};
+
 struct BeamOptions {
-  int64_t beam = 4;
+  int64_t beam = 4;         // the beam size (with sampling: the samples per source)
   double alpha = 0.6;       // length penalty exponent (0: plain log-probability)
   int64_t max_extra = 50;   // at most |source| + max_extra output tokens
+  Sampling sampling;
 };
 
 // A finished hypothesis: its tokens (no bos/eos), log P(tokens + eos | X), and the score it is
@@ -29,9 +43,19 @@ struct ScoredHypothesis {
   double score = 0;
 };
 
+// The models a search decodes with: one, or an ensemble (translate --checkpoint A,B), whose
+// next-token log-probabilities are the mean of its members' (Marian's equal weights). Members
+// must share the vocabulary and its special ids; their sizes and attention may differ.
+using Models = std::vector<Seq2SeqTransformer*>;
+
 // sources: subword ids without eos. Returns every source's finished hypotheses, best first
-// (at least one, at most 2·beam when the length limit ends live beams). Runs with autograd off;
-// put the model in eval mode first.
+// (at least one, at most 2·beam when the length limit ends live beams), or its samples when
+// options.sampling.on. Runs with autograd off; put the models in eval mode first.
+// `lines` (optional) number the sources for the samples' generators (default 0, 1, 2, ...).
+std::vector<std::vector<ScoredHypothesis>> beam_search_nbest(const Models& models,
+                                                             const std::vector<std::vector<int64_t>>& sources,
+                                                             const BeamOptions& options,
+                                                             const std::vector<int64_t>& lines = {});
 std::vector<std::vector<ScoredHypothesis>> beam_search_nbest(Seq2SeqTransformer& model,
                                                              const std::vector<std::vector<int64_t>>& sources,
                                                              const BeamOptions& options);
@@ -44,10 +68,11 @@ std::vector<std::vector<int64_t>> beam_search(Seq2SeqTransformer& model,
 // results returned in the original order): every source's hypotheses, best first, or the best.
 // `done(k)`, when given, is called after each batch with the number of sources translated so far.
 using TranslatedCount = std::function<void(std::size_t)>;
-std::vector<std::vector<ScoredHypothesis>> translate_all_nbest(Seq2SeqTransformer& model,
+std::vector<std::vector<ScoredHypothesis>> translate_all_nbest(const Models& models,
                                                                const std::vector<std::vector<int64_t>>& sources,
                                                                const BeamOptions& options, int64_t max_tokens = 2000,
-                                                               const TranslatedCount& done = nullptr);
+                                                               const TranslatedCount& done = nullptr,
+                                                               const std::vector<int64_t>& lines = {});
 std::vector<std::vector<int64_t>> translate_all(Seq2SeqTransformer& model,
                                                 const std::vector<std::vector<int64_t>>& sources,
                                                 const BeamOptions& options, int64_t max_tokens = 2000,

@@ -11,6 +11,7 @@ std::vector<std::vector<ScoredHypothesis>> LineTranslator::translate(const std::
                                                                      const std::string& name, int64_t first) {
   std::vector<std::vector<int64_t>> sources;
   std::vector<std::size_t> which;  // the line each source came from
+  std::vector<int64_t> line_numbers;  // the same, numbered in the input (the samples' generators)
   for (std::size_t i = 0; i < lines.size(); ++i) {
     const std::string normalised = normalize_spaces(lines[i]);
     if (normalised.empty()) continue;
@@ -20,8 +21,9 @@ std::vector<std::vector<ScoredHypothesis>> LineTranslator::translate(const std::
       sources.back().resize(static_cast<std::size_t>(max_length_));
     }
     which.push_back(i);
+    line_numbers.push_back(first + static_cast<int64_t>(i));
   }
-  auto translated = translate_all_nbest(*m_.model, sources, beam_);
+  auto translated = translate_all_nbest(m_.members(), sources, beam_, 2000, nullptr, line_numbers);
   std::vector<std::vector<ScoredHypothesis>> out(lines.size(), std::vector<ScoredHypothesis>{ScoredHypothesis{}});
   for (std::size_t k = 0; k < translated.size(); ++k) out[which[k]] = std::move(translated[k]);
   return out;

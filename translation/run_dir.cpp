@@ -90,6 +90,9 @@ std::string checkpoint_path(const RunDir& run, const std::string& checkpoint) {
 LoadedModel load_trained_model(const std::string& run_dir, Device device, const std::string& checkpoint) {
   const RunDir run{run_dir};
   check_is_run_directory(run_dir);
+  QKGRAD_CHECK(checkpoint.find(',') == std::string::npos, "--checkpoint ", checkpoint, ": an ensemble (a list A,B) is "
+               "for decoding, with translate and eval; this command uses one model (to combine checkpoints into one, "
+               "`average` them)");
   LoadedModel loaded;
   loaded.checkpoint = checkpoint_path(run, checkpoint);
   if (checkpoint.empty()) {
@@ -134,6 +137,34 @@ LoadedModel load_trained_model(const std::string& run_dir, Device device, const 
   }
   loaded.model->eval();
   return loaded;
+}
+
+std::vector<Seq2SeqTransformer*> LoadedModel::members() const {
+  std::vector<Seq2SeqTransformer*> all{model.get()};
+  for (const auto& m : others) all.push_back(m.get());
+  return all;
+}
+
+LoadedModel load_ensemble(const std::string& run_dir, Device device, const std::string& checkpoints) {
+  std::vector<std::string> names;
+  for (std::size_t start = 0;;) {
+    const std::size_t comma = checkpoints.find(',', start);
+    names.push_back(checkpoints.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (names.size() == 1) return load_trained_model(run_dir, device, checkpoints);
+  for (const std::string& n : names) {
+    QKGRAD_CHECK(!n.empty(), "--checkpoint ", checkpoints, ": an empty name in the list (write A,B: best, last or "
+                 "checkpoint directories, separated by commas)");
+  }
+  LoadedModel ensemble = load_trained_model(run_dir, device, names[0]);
+  for (std::size_t i = 1; i < names.size(); ++i) {
+    LoadedModel member = load_trained_model(run_dir, device, names[i]);
+    ensemble.checkpoint += "," + member.checkpoint;
+    ensemble.others.push_back(std::move(member.model));
+  }
+  return ensemble;
 }
 
 std::string remove_dead_trainers_leftovers(const RunDir& run) {

@@ -72,9 +72,16 @@ std::string remove_dead_trainers_leftovers(const RunDir& run);
 struct LoadedModel {
   std::unique_ptr<Subwords> subwords;
   std::unique_ptr<Seq2SeqTransformer> model;
-  std::string checkpoint;  // which one was loaded
+  std::string checkpoint;  // which one was loaded (an ensemble's: "A,B")
+  // An ensemble's other members (load_ensemble), with the same vocabulary as `model`.
+  std::vector<std::unique_ptr<Seq2SeqTransformer>> others;
+  std::vector<Seq2SeqTransformer*> members() const;  // model, then the others
 };
 LoadedModel load_trained_model(const std::string& run_dir, Device device = Device::cpu, const std::string& checkpoint = "");
+// An ensemble (translate and eval --checkpoint A,B,...): every checkpoint of the comma-separated
+// list loaded as load_trained_model loads one, each checked against RUNDIR's subwords (so a
+// checkpoint of another run of the same data fits; their sizes may differ). One name loads one.
+LoadedModel load_ensemble(const std::string& run_dir, Device device, const std::string& checkpoints);
 
 // The checkpoint directory that load_trained_model(run_dir, ..., checkpoint) loads.
 std::string checkpoint_path(const RunDir& run, const std::string& checkpoint);

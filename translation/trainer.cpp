@@ -140,7 +140,7 @@ Evaluation evaluate(Seq2SeqTransformer& model, const EncodedData& data, const Su
   std::vector<std::vector<int64_t>> sources;
   std::vector<std::string> refs(data.dev_references.begin(), data.dev_references.begin() + static_cast<std::ptrdiff_t>(n));
   for (std::size_t i = 0; i < n; ++i) sources.push_back(data.dev[i].src);
-  const auto hyps_ids = translate_all(model, sources, BeamOptions{r.beam, r.alpha, 50}, 2000, [&](std::size_t done) {
+  const auto hyps_ids = translate_all(model, sources, BeamOptions{r.beam, r.alpha, 50, {}}, 2000, [&](std::size_t done) {
     shown(static_cast<double>(done) / static_cast<double>(n), cat("dev BLEU: translated ", done, "/", n, " sentences"));
   });
   std::vector<std::string> hyps;

@@ -114,8 +114,14 @@ std::vector<std::string> read_input_lines(const std::string& input) {
 
 constexpr const char* kCheckpointHelp =
     "which checkpoint: best (the default; last if there is none yet), last, or a checkpoint directory";
-// Why --checkpoint is given once: several are no ensemble (not supported) and the last would win.
-constexpr const char* kOneCheckpoint = "several checkpoints (an ensemble) are not supported; to combine them, `average` them";
+// Why --checkpoint is given once: the last would win. translate and eval take an ensemble as one list.
+constexpr const char* kOneCheckpoint =
+    "this command uses one model (an ensemble, --checkpoint A,B, is for translate and eval); to combine checkpoints "
+    "into one model, `average` them";
+constexpr const char* kEnsembleHelp =
+    "which checkpoint: best (the default; last if there is none yet), last, or a checkpoint directory; several, "
+    "A,B,..., decode as an ensemble (the mean of their log-probabilities; the same subwords, any sizes)";
+constexpr const char* kOneList = "an ensemble is one list: --checkpoint A,B";
 
 // Where a write to stdout failed (a full disk under a redirect, a closed pipe): an Error,
 // "translate: writing the translations to stdout failed: ...".
@@ -167,14 +173,14 @@ struct ScoreFlags {
 // (on stderr) when 13a scores text that looks tokenised. Every reference file must have as many
 // lines as the hypotheses (an Error names both files).
 void print_scores(const std::vector<std::string>& hyps, const ReferenceStreams& refs, const std::string& hyp_name,
-                  const std::vector<std::string>& ref_names, const ReportOptions& options) {
+                  const std::vector<std::string>& ref_names, const ReportOptions& options, bool warn = true) {
   for (std::size_t r = 0; r < refs.size(); ++r) {
     QKGRAD_CHECK(hyps.size() == refs[r].size(), hyp_name, " has ", hyps.size(), " lines but ", ref_names[r], " has ",
                  refs[r].size(), "; they must be aligned line by line");
   }
   const std::string report = score_report(hyps, refs, options);
   const std::string warning = tokenized_text_warning(hyps, options.scoring.tokenize);
-  if (!warning.empty()) std::fprintf(stderr, "warning: %s\n", warning.c_str());
+  if (warn && !warning.empty()) std::fprintf(stderr, "warning: %s\n", warning.c_str());
   std::fputs(report.c_str(), stdout);
 }
 
@@ -422,7 +428,7 @@ struct ThreadsFlag {
 int cmd_translate(int argc, char** argv) {
   std::string run, input, output, device = "cpu", checkpoint;
   BeamOptions beam;
-  bool greedy = false;
+  bool greedy = false, quiet = false;
   int64_t max_length = 1024, n_best = 0, batch_lines = 0;
   Args args("qkgrad-translate translate",
             "Translates one sentence per line from --input (or stdin) with batched beam search and writes the\n"
@@ -432,8 +438,8 @@ int cmd_translate(int argc, char** argv) {
   args.option("run", "run directory", &run, true);
   args.once(args.option("input", "input file (default: stdin)", &input), "translate one file at a time");
   args.option("output", "output file, written atomically at the end (default: stdout, as it goes)", &output);
-  args.once(args.option("checkpoint", kCheckpointHelp, &checkpoint), kOneCheckpoint);
-  args.option("beam", "beam size", &beam.beam, 1, 64);
+  args.once(args.option("checkpoint", kEnsembleHelp, &checkpoint), kOneList);
+  CLI::Option* beam_given = args.option("beam", "beam size", &beam.beam, 1, 64);
   args.option("alpha", "GNMT length penalty exponent", &beam.alpha, 0, 10);
   args.option("max-extra", "at most source length + this many tokens", &beam.max_extra, 1, 10000);
   args.option("max-length", "longer lines are cropped to this many subwords (counted on stderr)", &max_length, 1, 100000);
@@ -443,11 +449,31 @@ int cmd_translate(int argc, char** argv) {
   args.option("batch-lines", "lines read and translated at a time, or fewer when the input pauses (default: 1 from a "
               "terminal, else 500)", &batch_lines, 1, 1000000);
   args.flag("greedy", "greedy decoding (beam 1)", &greedy);
+  args.flag("sample", "sample instead of searching (back-translation): one sample per line, or --n-best K samples, "
+            "best first", &beam.sampling.on);
+  CLI::Option* sampling_flags[] = {
+      args.option("temperature", "with --sample: draw from softmax(log p / T); below 1 sharper, above 1 flatter",
+                  &beam.sampling.temperature, [](double t) { return t > 0 && t <= 1000; }, "between 0 (excluded) and 1000"),
+      args.option("top-k", "with --sample: draw among the K most likely tokens only (0: all)", &beam.sampling.top_k, 0,
+                  1000000),
+      args.option("seed", "with --sample: the samples' seed (a line's samples depend only on it, the line's number and "
+                  "the model)", &beam.sampling.seed, 0, std::numeric_limits<int64_t>::max())};
+  args.flag("quiet", "nothing on stderr but errors (no note about cropped lines)", &quiet);
   args.choice("device", kDeviceHelp, &device, kDeviceChoices);
   const ThreadsFlag threads(args);
   if (!args.parse(argc, argv, 2)) return 0;
   threads.apply();
   const Device on = parse_device("qkgrad-translate translate", device);
+  for (CLI::Option* o : sampling_flags) {
+    if (o->count() > 0 && !beam.sampling.on) throw UsageError(cat("qkgrad-translate translate: ", o->get_name(), " needs --sample"));
+  }
+  if (beam.sampling.on) {
+    if (greedy || beam_given->count() > 0) {
+      throw UsageError("qkgrad-translate translate: --sample draws instead of searching: leave out --beam and --greedy "
+                       "(--n-best K gives K samples per line)");
+    }
+    beam.beam = std::max<int64_t>(n_best, 1);
+  }
   if (greedy) beam.beam = 1;
   if (n_best > beam.beam) {
     throw UsageError(cat("qkgrad-translate translate: --n-best ", n_best, " needs --beam ", n_best, " or more (--beam is ",
@@ -455,7 +481,7 @@ int cmd_translate(int argc, char** argv) {
   }
   if (batch_lines == 0) batch_lines = input.empty() && ::isatty(STDIN_FILENO) ? 1 : 500;
   if (!output.empty()) check_can_write(output, "translate: --output " + output);  // before the work, not after
-  LoadedModel m = load_trained_model(run, on, checkpoint);
+  LoadedModel m = load_ensemble(run, on, checkpoint);
   LineTranslator translator(m, beam, max_length);
   LineReader reader(input);
   // Reads, translates and writes batch after batch; `flush` pushes each batch out (stdout).
@@ -491,7 +517,7 @@ int cmd_translate(int argc, char** argv) {
   } else {
     write_file_atomically(output, [&](std::FILE* f) { translate_to(f, false); });
   }
-  translator.report_crops();
+  if (!quiet) translator.report_crops();
   return 0;
 }
 
@@ -612,7 +638,7 @@ int cmd_eval(int argc, char** argv) {
   args.option("run", "run directory", &run, true);
   args.option("split", "which split: train, dev or test (DATA/SPLIT.SRC and DATA/SPLIT.TGT)", &split);
   args.option("data", "data directory (default: the one the run was trained on)", &data);
-  args.once(args.option("checkpoint", kCheckpointHelp, &checkpoint), kOneCheckpoint);
+  args.once(args.option("checkpoint", kEnsembleHelp, &checkpoint), kOneList);
   args.option("beam", "beam size", &beam.beam, 1, 64);
   args.option("alpha", "GNMT length penalty exponent", &beam.alpha, 0, 10);
   args.choice("tokenize", "BLEU tokenisation (default: the run's, bleu_tokenize in options.json)", &tokenize, {"13a", "none"});
@@ -621,6 +647,8 @@ int cmd_eval(int argc, char** argv) {
   args.choice("device", kDeviceHelp, &device, kDeviceChoices);
   const ThreadsFlag threads(args);
   const ScoreFlags flags(args);
+  bool quiet = false;
+  args.flag("quiet", "on stderr only errors (no note about cropped lines, no warning)", &quiet);
   if (!args.parse(argc, argv, 2)) return 0;
   threads.apply();
   const Device on = parse_device("qkgrad-translate eval", device);
@@ -630,20 +658,22 @@ int cmd_eval(int argc, char** argv) {
   const std::vector<std::string> sources = read_text_lines(files.src), refs = read_text_lines(files.tgt);
   QKGRAD_CHECK(sources.size() == refs.size(), "eval: ", files.src, " has ", sources.size(), " lines but ", files.tgt,
                " has ", refs.size(), "; they must be aligned line by line");
-  LoadedModel m = load_trained_model(run, on, checkpoint);
+  LoadedModel m = load_ensemble(run, on, checkpoint);
   LineTranslator translator(m, beam, max_length);
   const std::vector<std::string> hyps = translator.translate_best(sources, files.src, 1);
-  translator.report_crops();
+  if (!quiet) translator.report_crops();
   std::string text;
   for (const auto& h : hyps) text += h + "\n";
   write_file_atomically(hyp_path, [&](std::FILE* f) { std::fputs(text.c_str(), f); });
   const ReportOptions report = flags.report(parse_bleu_tokenize(tokenize.empty() ? files.bleu_tokenize : tokenize));
   // Only the scores on stdout when a script reads them (--format json, --score-only, --sentence-level).
   std::FILE* notes = report.format == ScoreFormat::text && !report.sentence_level ? stdout : stderr;
-  std::fprintf(notes, "%s %s (%zu sentences, beam %ld)\n", split.c_str(), m.checkpoint.c_str(), hyps.size(),
-               static_cast<long>(beam.beam));
-  std::fflush(notes);
-  print_scores(hyps, {refs}, "eval: " + hyp_path, {files.tgt}, report);
+  if (!(quiet && notes == stderr)) {
+    std::fprintf(notes, "%s %s (%zu sentences, beam %ld)\n", split.c_str(), m.checkpoint.c_str(), hyps.size(),
+                 static_cast<long>(beam.beam));
+    std::fflush(notes);
+  }
+  print_scores(hyps, {refs}, "eval: " + hyp_path, {files.tgt}, report, !quiet);
   std::fflush(stdout);
   for (int64_t i = 0; i < show && i < static_cast<int64_t>(hyps.size()); ++i) {
     const std::size_t k = static_cast<std::size_t>(i * static_cast<int64_t>(hyps.size()) / std::max<int64_t>(show, 1));
@@ -717,7 +747,7 @@ int cmd_attention(int argc, char** argv) {
   QKGRAD_CHECK(static_cast<int64_t>(src.size()) <= max_length, "attention: --text is ", src.size(),
                " subwords long, more than --max-length ", max_length,
                "; the heatmaps draw one sentence: give a shorter one (or raise --max-length, up to 1024)");
-  const std::vector<int64_t> hyp = translate_all(model, {src}, BeamOptions{1, 0.6, 50})[0];
+  const std::vector<int64_t> hyp = translate_all(model, {src}, BeamOptions{1, 0.6, 50, {}})[0];
   // One teacher-forced pass over (source, its translation) records every attention map.
   for (auto& layer : model.encoder_layers) layer->self_attn.record_probs = true;
   for (auto& layer : model.decoder_layers) layer->self_attn.record_probs = layer->cross_attn.record_probs = true;
