@@ -443,9 +443,12 @@ HeatmapLayout heatmap_layout(const std::vector<Heatmap>& maps) {
     for (const std::string& label : map.column_labels)
       column_chars = std::max(column_chars, char_count(label));
   }
-  // About 360 pixels for the largest map, with cells between 3 and 16 pixels wide.
-  layout.cell = std::clamp(static_cast<int>(360 / std::max(rows, columns)), 3, 16);
-  layout.font = std::clamp(layout.cell - 1, 6, 10);
+  // About 360 pixels for the largest map, but never cells under 12 pixels: a longer sentence
+  // gets a larger canvas (an SVG zooms), so that every token keeps a readable 10-pixel label.
+  // Only past 300 tokens do the cells shrink (to 6) and every n-th token is labelled.
+  const std::size_t tokens = std::max(rows, columns);
+  layout.cell = tokens <= 300 ? std::clamp(static_cast<int>(360 / tokens), 12, 16) : 6;
+  layout.font = std::clamp(layout.cell - 2, 7, 10);
   layout.label_every = static_cast<std::size_t>((layout.font + layout.cell - 1) / layout.cell);
   const auto label_size = [&](std::size_t chars) {
     return static_cast<int>(std::ceil(0.6 * layout.font *

@@ -56,7 +56,8 @@ struct Heatmap {
 // (0) to dark blue (1) on one colour scale, shown once at the top with `axes` (what rows and
 // columns are); the colour follows the square root of the value, so that diffuse attention
 // stays visible. Values outside [0, 1] are clamped and NaN cells are grey. Row labels sit on
-// the left, column labels below, rotated; with many tokens only every n-th is labelled.
+// the left, column labels below, rotated. Cells are at least 12 pixels (the canvas grows with
+// the sentence), so every token has a 10-pixel label up to 300 tokens; beyond, every n-th.
 // Throws qkgrad::Error naming the heatmap when the sizes of values and labels disagree.
 std::string heatmap_grid(const std::string& title, const std::vector<Heatmap>& maps, int columns,
                          const std::string& axes = "rows: queries, columns: keys");

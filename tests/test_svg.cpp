@@ -577,10 +577,20 @@ TEST_CASE("svg: heatmap_grid draws one cell per value with escaped token labels"
 }
 
 TEST_CASE("svg: heatmap_grid handles many tokens and no maps", "[svg]") {
-  const std::string big = svg::heatmap_grid("big", {attention("long", 120, 90)}, 1);
+  // A 60-token sentence (and a 120-token one) keeps every label, at 10 pixels, in cells of 12:
+  // the canvas grows instead.
+  for (std::size_t n : {60, 120}) {
+    const std::string map = svg::heatmap_grid("long", {attention("long", n, n)}, 1);
+    CHECK(xml_problem(map) == "");
+    CHECK(count(map, "class=\"row-label\"") == n);
+    CHECK(count(map, "class=\"column-label\"") == n);
+    CHECK(count(map, "class=\"row-label\" text-anchor=\"end\" font-size=\"10\"") == n);
+    CHECK_THAT(map, Contains("width=\"12\" height=\"12\""));
+  }
+  const std::string big = svg::heatmap_grid("big", {attention("long", 400, 90)}, 1);
   CHECK(xml_problem(big) == "");
-  CHECK(count(big, "class=\"cell\"") == 120 * 90);
-  CHECK(count(big, "class=\"row-label\"") < 120);  // tiny cells: every other label
+  CHECK(count(big, "class=\"cell\"") == 400 * 90);
+  CHECK(count(big, "class=\"row-label\"") < 400);  // past 300 tokens: every n-th label
   const std::string none = svg::heatmap_grid("none", {}, 3);
   CHECK(xml_problem(none) == "");
   CHECK_THAT(none, Contains(">no data</text>"));
