@@ -19,15 +19,17 @@ void dispatch(DType dtype, Fn&& fn) {
   } else if (dtype == DType::f64) {
     fn(double{});
   } else {
-    fail("internal error: a floating-point kernel was called on an i64 tensor");
+    fail(cat("internal error: a floating-point kernel was called on an ", dtype_name(dtype), " tensor"));
   }
 }
 
-// Like dispatch, for the few kernels that also move integers (fill, copy/convert).
+// Like dispatch, for the few kernels that also move integers and bfloat16 (fill, copy/convert).
 template <typename Fn>
 void dispatch_all(DType dtype, Fn&& fn) {
   if (dtype == DType::i64) {
     fn(int64_t{});
+  } else if (dtype == DType::bf16) {
+    fn(bfloat16{});
   } else {
     dispatch(dtype, fn);
   }

@@ -163,6 +163,7 @@ T* Tensor::data() const {
 template float* Tensor::data<float>() const;
 template double* Tensor::data<double>() const;
 template int64_t* Tensor::data<int64_t>() const;
+template bfloat16* Tensor::data<bfloat16>() const;
 
 uint64_t Tensor::version() const { return checked_impl("version").storage->version(); }
 
@@ -181,6 +182,11 @@ double read_element(const Tensor& t, int64_t flat) {
   }
   if (t.dtype() == DType::i64) {
     int64_t v;
+    backend(t.device()).copy_to_host(&v, src, sizeof v);
+    return static_cast<double>(v);
+  }
+  if (t.dtype() == DType::bf16) {
+    bfloat16 v;
     backend(t.device()).copy_to_host(&v, src, sizeof v);
     return static_cast<double>(v);
   }
@@ -209,6 +215,9 @@ void Tensor::set(std::initializer_list<int64_t> index, double value) {
     backend(device()).copy_from_host(dst, &v, sizeof v);
   } else if (dtype() == DType::i64) {
     const int64_t v = static_cast<int64_t>(value);
+    backend(device()).copy_from_host(dst, &v, sizeof v);
+  } else if (dtype() == DType::bf16) {
+    const bfloat16 v(value);
     backend(device()).copy_from_host(dst, &v, sizeof v);
   } else {
     backend(device()).copy_from_host(dst, &value, sizeof value);

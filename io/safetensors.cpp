@@ -43,13 +43,14 @@ const char* format_dtype_name(DType dtype) {
     case DType::f32: return "F32";
     case DType::f64: return "F64";
     case DType::i64: return "I64";
+    case DType::bf16: return "BF16";
   }
   return "?";
 }
 
 // Sets `out` and returns true for a name qkgrad supports.
 bool parse_dtype(std::string_view name, DType& out) {
-  for (const DType t : {DType::f32, DType::f64, DType::i64}) {
+  for (const DType t : {DType::f32, DType::f64, DType::i64, DType::bf16}) {
     if (name == format_dtype_name(t)) {
       out = t;
       return true;
@@ -105,7 +106,7 @@ Entry read_entry(const std::string& path, const std::string& name, const Json& i
   QKGRAD_CHECK(dtype.is_string(), where(), ": dtype must be a string, got ",
                json_kind_name(dtype), " (the header is corrupt)");
   QKGRAD_CHECK(parse_dtype(dtype.get_ref<const std::string&>(), e.dtype), where(), " has dtype '",
-               dtype.get_ref<const std::string&>(), "', which qkgrad does not read (it reads F32, F64 and I64; ",
+               dtype.get_ref<const std::string&>(), "', which qkgrad does not read (it reads F32, F64, I64 and BF16; ",
                "convert the tensor to one of them before saving)");
 
   // shape, and its element count (checked for overflow at every step)

@@ -36,7 +36,7 @@ struct Contents {
   Metadata metadata;
 };
 
-// Supported element types, by their safetensors names: F32, F64 and I64.
+// Supported element types, by their safetensors names: F32, F64, I64 and BF16.
 // Writes the file atomically (io/atomic_file.h): after a failure the old file is still there.
 // The tensors may live on any device (each is copied to the host in turn). Names must be
 // unique, non-empty and not "__metadata__".

@@ -67,7 +67,7 @@
   X(index_select, "y[.., j, ..] = x[.., ids[j], ..]", "x̄[.., r, ..] = Σ_{j: ids[j] = r} ȳ[.., j, ..]") \
   X(gather, "y[o, j, i] = x[o, index[o, j, i], i]", "x̄[o, r, i] = Σ_{j: index[o, j, i] = r} ȳ[o, j, i]") \
   X(embedding, "y[p] = W[ids[p]] (W: [V, D])", "W̄[r] = Σ_{p: ids[p] = r} ȳ[p] (repeats add up)")    \
-  X(to_dtype, "y = x converted between f32 and f64", "x̄ = ȳ converted back")
+  X(to_dtype, "y = x converted between f32, f64 and bf16 (to bf16: rounded to nearest, ties to even)", "x̄ = ȳ converted back")
 
 namespace qkgrad {
 

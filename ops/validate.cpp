@@ -7,7 +7,8 @@ namespace qkgrad {
 void check_floating(std::string_view op, const Tensor& t, std::string_view name) {
   QKGRAD_CHECK(t.defined(), op, ": the ", name, " tensor is undefined");
   QKGRAD_CHECK(is_floating(t.dtype()), op, ": the ", name, " is ", describe(t),
-               "; this op computes in f32 or f64 (i64 tensors hold indices)");
+               "; this op computes in f32 or f64 (i64 tensors hold indices; bf16 tensors hold the operands of "
+               "mixed-precision matrix products: convert with .to(DType::f32))");
 }
 
 void check_same_dtype_device(std::string_view op, const Tensor& a, const Tensor& b) {

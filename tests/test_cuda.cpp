@@ -297,6 +297,7 @@ TEST_CASE("cuda: host <-> device round trip, fill and dtype conversion", "[cuda]
   CHECK(dev.device() == kGpu);
   CHECK(dev.to(Device::cpu).to_vector() == host.to_vector());
   CHECK(dev.to(DType::f32).to(Device::cpu).to_vector() == host.to_vector());
+  CHECK(dev.to(DType::bf16).to(Device::cpu).to_vector() == host.to(DType::bf16).to_vector());  // same rounding
   CHECK(Tensor::full({3}, 2.5, DType::f32, kGpu).to_vector() == std::vector<double>{2.5, 2.5, 2.5});
 }
 
