@@ -121,3 +121,38 @@ TEST_CASE("gemm providers: chosen by name; unknown or missing ones refused", "[g
   CHECK(cpu::gemm_provider() == GemmProvider::openblas);
   CHECK(std::string(cpu::gemm_provider_name(GemmProvider::onednn)) == "onednn");
 }
+
+TEST_CASE("bf16 gemm: bfloat16 operands, float32 accumulation: the float64 product of the bf16 values", "[gemm][bf16]") {
+  INFO("native bf16 here: " << (cpu::bf16_gemm_missing().empty() ? "yes" : cpu::bf16_gemm_missing()));
+  const std::vector<Case> cases = {{64, 48, 80, false, false, 0, 1.0f, 0.0f},  {33, 70, 129, false, true, 3, 1.0f, 0.0f},
+                                   {50, 20, 300, true, false, 1, 0.5f, 0.0f},  {17, 9, 31, true, true, 2, 1.0f, 1.0f},
+                                   {128, 64, 512, false, true, 0, -2.0f, 0.25f}, {5, 7, 0, false, false, 0, 1.0f, 0.5f}};
+  for (const Case& c : cases) {
+    INFO("m " << c.m << " n " << c.n << " k " << c.k << " ta " << c.ta << " tb " << c.tb << " alpha " << c.alpha
+              << " beta " << c.beta);
+    const int64_t lda = (c.ta ? c.m : c.k) + c.pad, ldb = (c.tb ? c.k : c.n) + c.pad, ldc = c.n + c.pad;
+    const std::vector<float> af = random_floats(static_cast<std::size_t>((c.ta ? c.k : c.m) * lda), 11);
+    const std::vector<float> bf = random_floats(static_cast<std::size_t>((c.tb ? c.n : c.k) * ldb), 12);
+    // The operands as bf16, and their exact float values for the reference.
+    std::vector<bfloat16> a16, b16;
+    std::vector<float> a_exact, b_exact;
+    for (float x : af) a16.push_back(bfloat16(x)), a_exact.push_back(static_cast<float>(a16.back()));
+    for (float x : bf) b16.push_back(bfloat16(x)), b_exact.push_back(static_cast<float>(b16.back()));
+    const std::vector<float> c0 = random_floats(static_cast<std::size_t>(c.m * ldc), 13);
+    std::vector<float> out = c0;
+    cpu::bf16_gemm(c.ta, c.tb, c.m, c.n, c.k, c.alpha, a16.data(), lda, b16.data(), ldb, c.beta, out.data(), ldc);
+    const std::vector<double> want = reference(c, a_exact, lda, b_exact, ldb, c0, ldc);
+    double worst = 0;
+    for (int64_t i = 0; i < c.m; ++i) {
+      for (int64_t j = 0; j < c.n; ++j) {
+        worst = std::max(worst, std::fabs(out[static_cast<std::size_t>(i * ldc + j)] - want[static_cast<std::size_t>(i * ldc + j)]));
+      }
+    }
+    // Only float32 summation of exact products: |error| <= k · 2^-24 · Σ|a·b| (< k · 2^-24 here).
+    CHECK(worst <= 1e-6 * (static_cast<double>(c.k) + 1) * std::max(1.0f, std::fabs(c.alpha)) + 1e-6);
+    // Padding columns are left alone.
+    for (int64_t i = 0; i < c.m; ++i) {
+      for (int64_t j = c.n; j < ldc; ++j) CHECK(out[static_cast<std::size_t>(i * ldc + j)] == c0[static_cast<std::size_t>(i * ldc + j)]);
+    }
+  }
+}

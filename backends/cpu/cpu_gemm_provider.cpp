@@ -6,9 +6,11 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <vector>
 
 #ifdef QKGRAD_HAVE_ONEDNN
 #include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl.hpp>
 #endif
 
 #include "core/error.h"
@@ -93,6 +95,75 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
   }
 #endif
   openblas_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+namespace {
+
+#ifdef QKGRAD_HAVE_ONEDNN
+// oneDNN's matmul primitive on bf16 src and weights with an f32 destination; alpha as its
+// output scale, beta as a sum post-op. A transposed operand is the same memory with swapped
+// strides. oneDNN caches the primitive per shape (its primitive cache), so a training step's
+// repeated shapes are created once.
+void onednn_bf16_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a, int64_t lda,
+                      const bfloat16* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  using dnnl::memory;
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  const memory::desc a_md({m, k}, memory::data_type::bf16, ta ? memory::dims{1, lda} : memory::dims{lda, 1});
+  const memory::desc b_md({k, n}, memory::data_type::bf16, tb ? memory::dims{1, ldb} : memory::dims{ldb, 1});
+  const memory::desc c_md({m, n}, memory::data_type::f32, memory::dims{ldc, 1});
+  dnnl::primitive_attr attr;
+  if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+  if (beta != 0.0f) {
+    dnnl::post_ops ops;
+    ops.append_sum(beta);
+    attr.set_post_ops(ops);
+  }
+  try {
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine);
+    dnnl::stream stream(engine);
+    memory a_mem(a_md, engine, const_cast<bfloat16*>(a)), b_mem(b_md, engine, const_cast<bfloat16*>(b)),
+        c_mem(c_md, engine, c);
+    dnnl::matmul(pd).execute(stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}});
+    stream.wait();
+  } catch (const dnnl::error& e) {
+    fail(cat("bf16 gemm: oneDNN's matmul failed (", e.what(), ") for m ", m, ", n ", n, ", k ", k));
+  }
+}
+#endif
+
+// Without native bf16: widen both operands (exactly) and multiply in float32.
+void widened_bf16_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a, int64_t lda,
+                       const bfloat16* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  auto widen = [](const bfloat16* x, int64_t rows, int64_t ld) {
+    std::vector<float> out(static_cast<std::size_t>(rows * ld));
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(x[i]);
+    return out;
+  };
+  const std::vector<float> fa = widen(a, ta ? k : m, lda), fb = widen(b, tb ? n : k, ldb);
+  sgemm(ta, tb, m, n, k, alpha, fa.data(), lda, fb.data(), ldb, beta, c, ldc);
+}
+
+}  // namespace
+
+std::string bf16_gemm_missing() {
+#ifdef QKGRAD_HAVE_ONEDNN
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  const bool native = isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+  return native ? "" : "this CPU has neither AVX512_BF16 nor AMX (oneDNN's bf16 products would be emulated)";
+#else
+  return "this qkgrad was built without oneDNN (install libdnnl-dev and build again)";
+#endif
+}
+
+void bf16_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a, int64_t lda,
+               const bfloat16* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+#ifdef QKGRAD_HAVE_ONEDNN
+  if (m > 0 && n > 0 && k > 0) {
+    onednn_bf16_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+#endif
+  widened_bf16_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 }  // namespace qkgrad::cpu

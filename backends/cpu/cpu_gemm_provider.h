@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "core/bfloat16.h"
+
 namespace qkgrad::cpu {
 
 enum class GemmProvider { openblas, onednn };
@@ -40,5 +42,17 @@ GemmProvider parse_gemm_provider(const std::string& name);
 // The float32 GEMM, row-major, through the provider in use.
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+// The mixed-precision GEMM: bfloat16 operands, float32 accumulation and result (the same
+// C = alpha · op(A) · op(B) + beta · C). Each product of two bf16 values is exact in float32, so
+// the result differs from sgemm on the operands' float32 values only in summation order. With
+// oneDNN, its matmul primitive (on AVX512_BF16 or AMX: native bf16 dot products, twice float32's
+// rate; cached per shape by oneDNN); without it, the operands are widened to float32 and
+// multiplied by sgemm (correct, no faster). bf16_gemm_native() says which.
+void bf16_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a, int64_t lda,
+               const bfloat16* b, int64_t ldb, float beta, float* c, int64_t ldc);
+// Whether bf16_gemm runs on native bf16 instructions here (oneDNN built in, and the CPU has
+// AVX512_BF16 or AMX); "" or what it lacks, for a message.
+std::string bf16_gemm_missing();
 
 }  // namespace qkgrad::cpu
