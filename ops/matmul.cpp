@@ -135,4 +135,38 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
   return c;
 }
 
+// Mixed precision: the product of the operands rounded to bf16, accumulated and returned in
+// f32; the backward is matmul's with bf16(dC) and the saved bf16 operands (ops.h).
+Tensor matmul_bf16(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
+  const MatmulPlan p = plan_matmul(a, b, trans_a, trans_b);
+  QKGRAD_CHECK(a.dtype() == DType::f32 && a.device() == Device::cpu, "matmul_bf16: mixed precision takes f32 inputs "
+               "on the CPU (the CUDA backend's bf16 products are not written yet), got ", describe(a));
+  Tensor a16, b16;
+  {
+    NoGradGuard no_grad;  // the copies are the op's own, not steps on the tape
+    a16 = a.to(DType::bf16);
+    b16 = b.to(DType::bf16);
+  }
+  Tensor c = Tensor::empty(p.out_shape, DType::f32, a.device());  // [..., m, n]
+  GemmSpec fwd = gemm_spec(trans_a, trans_b, p.m, p.n, p.k);
+  fwd.batch = p.batch;
+  fwd.stride_a = p.a_shared ? 0 : p.m * p.k;
+  fwd.stride_b = p.b_shared ? 0 : p.k * p.n;
+  fwd.stride_c = p.m * p.n;
+  backend(a.device()).gemm(fwd, a16, b16, c);
+
+  if (should_record(a, b)) {
+    record("matmul_bf16", {a, b}, {c}, {a16, b16}, [p](BackwardContext& ctx) {
+      Tensor dc16;
+      {
+        NoGradGuard no_grad;
+        dc16 = ctx.grad_output().to(DType::bf16);  // [..., m, n]
+      }
+      if (ctx.needs_grad(0)) matmul_grad_a(p, dc16, ctx.saved(1), ctx);
+      if (ctx.needs_grad(1)) matmul_grad_b(p, dc16, ctx.saved(0), ctx);
+    });
+  }
+  return c;
+}
+
 }  // namespace qkgrad

@@ -80,6 +80,12 @@ double sum_of_squares(const std::vector<Tensor>& xs);
 // two dims swapped when its trans flag is set (a GEMM flag: no copy). The leading (batch) dims
 // of a and b must be equal, or one side must be a plain 2-D matrix shared by the whole batch.
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
+// The same product in mixed precision (CPU): a and b (f32) are rounded to bfloat16, multiplied
+// with float32 accumulation, and the result is f32. The backward rounds dC to bf16 once and
+// multiplies it with the saved bf16 operands, writing f32 gradients:
+//   dA = bf16(dC) · bf16(op(B))ᵀ,  dB = bf16(op(A))ᵀ · bf16(dC)   (transposed back as in matmul)
+// which is the rounding PyTorch's autocast applies; the gradients themselves stay float32.
+Tensor matmul_bf16(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
 // y = x Wᵀ + b over the last dim: x [..., in], weight [out, in], bias [out] (or undefined).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 

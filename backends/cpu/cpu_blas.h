@@ -25,10 +25,17 @@ inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha
               static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
 }
 
-// The same for contiguous matrices: lda, ldb, ldc follow from the shapes.
-template <typename T>
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const T* a, const T* b,
-          double beta, T* c) {
+// Mixed precision: bfloat16 operands, float32 accumulation and C (cpu::bf16_gemm).
+inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const bfloat16* a,
+                 int64_t lda, const bfloat16* b, int64_t ldb, double beta, float* c, int64_t ldc) {
+  bf16_gemm(ta, tb, m, n, k, static_cast<float>(alpha), a, lda, b, ldb, static_cast<float>(beta), c, ldc);
+}
+
+// The same for contiguous matrices: lda, ldb, ldc follow from the shapes. A is the operands'
+// type, C the result's (both float or double; bfloat16 operands with a float C).
+template <typename A, typename C>
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const A* a, const A* b,
+          double beta, C* c) {
   gemm(ta, tb, m, n, k, alpha, a, ta ? m : k, b, tb ? k : n, beta, c, n);
 }
 

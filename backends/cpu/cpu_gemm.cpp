@@ -9,12 +9,13 @@
 
 namespace qkgrad {
 
-void CpuBackend::gemm(const GemmSpec& g, const Tensor& a, const Tensor& b, Tensor& c) {
-  cpu::dispatch(c.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const T* pa = a.data<T>();
-    const T* pb = b.data<T>();
-    T* pc = c.data<T>();
+namespace {
+
+// C (TC) = alpha op(A) op(B) + beta C for the batch `g`, with operands of type TA: float or
+// double (TA = TC), or bfloat16 with a float C (mixed precision).
+template <typename TA, typename TC>
+void run_gemm(const GemmSpec& g, const TA* pa, const TA* pb, TC* pc) {
+  using T = TC;
     if (g.m == 0 || g.n == 0) return;
     const int64_t limit = std::numeric_limits<blasint>::max();
     QKGRAD_CHECK(g.m <= limit && g.n <= limit && g.k <= limit && g.batch * g.m <= limit &&
@@ -51,6 +52,20 @@ void CpuBackend::gemm(const GemmSpec& g, const Tensor& a, const Tensor& b, Tenso
       cpu::gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, pa + i * g.stride_a,
                 pb + i * g.stride_b, g.beta, pc + i * g.stride_c);
     }
+}
+
+}  // namespace
+
+void CpuBackend::gemm(const GemmSpec& g, const Tensor& a, const Tensor& b, Tensor& c) {
+  if (a.dtype() == DType::bf16) {  // mixed precision: bf16 operands, a float32 result
+    QKGRAD_CHECK(b.dtype() == DType::bf16 && c.dtype() == DType::f32, "gemm: bf16 operands need a bf16 partner and an "
+                 "f32 result, got ", describe(b), " and ", describe(c));
+    run_gemm(g, a.data<bfloat16>(), b.data<bfloat16>(), c.data<float>());
+    return;
+  }
+  cpu::dispatch(c.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    run_gemm(g, a.data<T>(), b.data<T>(), c.data<T>());
   });
 }
 
