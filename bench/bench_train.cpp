@@ -54,6 +54,7 @@
 #include "nn/optim.h"
 #include "nn/transformer.h"
 #include "ops/ops.h"
+#include "ops/precision.h"
 
 using namespace qkgrad;
 
@@ -64,6 +65,7 @@ struct Options {
   int64_t steps = 10, warmup_steps = 2, threads = 0;
   std::string attn = "qknorm";
   std::string device = "cpu";
+  std::string precision = "f32";  // or bf16: the linear layers' products (ops/precision.h)
   double dropout = 0.0;
   bool json = false;
 };
@@ -87,6 +89,8 @@ std::optional<int> parse_options(int argc, char** argv, Options& o) {
   args.option("dropout", "every dropout rate, in [0, 1)", &o.dropout, [](double p) { return p >= 0 && p < 1; }, "in [0, 1)")
       ->type_name("P");
   args.choice("device", "where the step runs (cuda: needs a CUDA build and a GPU)", &o.device, kDeviceChoices);
+  args.choice("precision", "f32, or bf16: mixed precision in the linear layers (ops/precision.h)", &o.precision,
+              {"f32", "bf16"});
   args.flag("json", "print one JSON line instead of the text", &o.json);
   return args.parse_main(argc, argv);
 }
@@ -160,6 +164,7 @@ int main(int argc, char** argv) {
     // the host on the default stream) waits for the whole step, Adam included, on a GPU.
     auto step = [&] {
       opt.zero_grad();
+      const MixedPrecision policy(parse_precision(o.precision));
       const Tensor logits = model.forward(src, src_lengths, tgt_in, tgt_lengths);
       const LossSum loss = cross_entropy(logits, tgt_out, 0.1, c.pad_id);
       const Tensor per_token = loss.sum / global_tokens;
@@ -212,6 +217,7 @@ int main(int argc, char** argv) {
       const Json line = {{"framework", "qkgrad"}, {"gemm", cpu::gemm_provider_name(cpu::gemm_provider())}, {"layers", o.layers}, {"d_model", o.d_model}, {"heads", o.heads},
                          {"ffn", o.ffn}, {"vocab", o.vocab}, {"batch", o.batch}, {"src_len", o.src_len},
                          {"tgt_len", o.tgt_len}, {"attn", o.attn}, {"dropout", o.dropout}, {"device", o.device},
+                         {"precision", o.precision},
                          {"threads", num_threads()}, {"median_ms", median}, {"min_ms", sorted.front()},
                          {"max_ms", sorted.back()}, {"tgt_tokens_per_s", tokens_per_s}, {"gflops", gflops},
                          {peak_key, peak_mb},
@@ -221,11 +227,11 @@ int main(int argc, char** argv) {
       std::printf("%s\n", dump_json(line).c_str());
     } else {
       std::printf("qkgrad training step: %ld+%ld layers, d %ld, %ld heads, ffn %ld, vocab %ld, %ld x %ld/%ld tokens, %s, dropout %g, "
-                  "on %s, %d threads, float32 GEMM: %s\n",
+                  "on %s, %d threads, float32 GEMM: %s, precision %s\n",
                   static_cast<long>(o.layers), static_cast<long>(o.layers), static_cast<long>(o.d_model), static_cast<long>(o.heads),
                   static_cast<long>(o.ffn), static_cast<long>(o.vocab), static_cast<long>(o.batch), static_cast<long>(o.src_len),
                   static_cast<long>(o.tgt_len), o.attn.c_str(), o.dropout, o.device.c_str(), num_threads(),
-                  cpu::gemm_provider_name(cpu::gemm_provider()));
+                  cpu::gemm_provider_name(cpu::gemm_provider()), o.precision.c_str());
       std::printf("ms per step: median %.2f  min %.2f  max %.2f  (%ld steps after %ld warm-up)\n", median, sorted.front(),
                   sorted.back(), static_cast<long>(o.steps), static_cast<long>(o.warmup_steps));
       std::printf("target tokens/s %.0f   matmul GFLOP/s %.1f (%.2f GFLOP per step)   %s %.0f MB\n", tokens_per_s, gflops,

@@ -5,12 +5,16 @@
 //   W̄ = ȳᵀ x            [out, N] x [N, in]
 //   b̄ = Σ_rows ȳ        [out]
 // The forward writes b into every row of y, then lets GEMM add x Wᵀ on top (beta = 1).
+// Under MixedPrecision(bf16) (ops/precision.h) x and W are rounded to bf16 once, the GEMMs take
+// bf16 operands with f32 accumulation and results, and the backward rounds ȳ once: the
+// gradients stay f32.
 #include <vector>
 
 #include "core/autograd.h"
 #include "core/backend.h"
 #include "core/error.h"
 #include "ops/ops.h"
+#include "ops/precision.h"
 #include "ops/validate.h"
 
 namespace qkgrad {
@@ -33,6 +37,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   out_dims.back() = out;
   Tensor y = Tensor::empty(Shape(out_dims), x.dtype(), x.device());  // [..., out]
   Backend& be = backend(x.device());
+  // Mixed precision: the operands' bf16 copies, made once, used by the forward and the backward.
+  const bool mixed = linear_precision() == Precision::bf16 && x.dtype() == DType::f32 && x.device() == Device::cpu;
+  Tensor xs = x, ws = weight;
+  if (mixed) {
+    NoGradGuard no_grad;
+    xs = x.to(DType::bf16);       // [..., in]
+    ws = weight.to(DType::bf16);  // [out, in]
+  }
   GemmSpec g;  // y [N, out] (+)= x [N, in] · Wᵀ
   g.trans_b = true;
   g.m = rows;
@@ -42,14 +54,19 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     be.broadcast_to(bias, y);
     g.beta = 1.0;
   }
-  be.gemm(g, x, weight, y);
+  be.gemm(g, xs, ws, y);
 
   const bool with_bias = bias.defined();
   if (should_record(x, weight) || (with_bias && should_record(bias))) {
     std::vector<Tensor> inputs = {x, weight};
     if (with_bias) inputs.push_back(bias);
-    record("linear", inputs, {y}, {x, weight}, [rows, in, out](BackwardContext& ctx) {
-      const Tensor dy = ctx.grad_output();  // [..., out] = [N, out]
+    record("linear", inputs, {y}, {xs, ws}, [rows, in, out, mixed](BackwardContext& ctx) {
+      Tensor dy = ctx.grad_output();  // [..., out] = [N, out]
+      const Tensor dy_f32 = dy;       // the bias's gradient sums it unrounded
+      if (mixed) {
+        NoGradGuard no_grad;
+        dy = dy.to(DType::bf16);
+      }
       const Tensor& xs = ctx.saved(0);      // [N, in]
       const Tensor& w = ctx.saved(1);       // [out, in]
       Backend& be = backend(dy.device());
@@ -73,8 +90,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
         be.gemm(g, dy, xs, target.buffer);
       }
       if (ctx.node_inputs() == 3 && ctx.needs_grad(2)) {  // b̄ = Σ_rows ȳ
-        Tensor db = Tensor::empty({out}, dy.dtype(), dy.device());
-        be.sum_axis(dy, 1, rows, out, db);
+        Tensor db = Tensor::empty({out}, dy_f32.dtype(), dy_f32.device());
+        be.sum_axis(dy_f32, 1, rows, out, db);
         ctx.accumulate(2, std::move(db));
       }
     });

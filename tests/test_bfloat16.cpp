@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <string>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include "core/tensor.h"
 #include "io/safetensors.h"
 #include "ops/ops.h"
+#include "ops/precision.h"
 
 using namespace qkgrad;
 using Catch::Matchers::Contains;
@@ -180,4 +182,35 @@ TEST_CASE("matmul_bf16: the product of the bf16-rounded operands in f32; its bac
   // What it refuses: f64 inputs (mixed precision is f32 master values).
   CHECK_THROWS_WITH(matmul_bf16(Tensor::zeros({2, 2}, DType::f64), Tensor::zeros({2, 2}, DType::f64)),
                     Contains("mixed precision takes f32 inputs"));
+}
+
+TEST_CASE("linear under MixedPrecision(bf16) is matmul_bf16 plus the bias (fused vs composed); outside it, f32", "[bf16]") {
+  Generator gen(8);
+  const Tensor x0 = Tensor::randn({2, 5, 6}, gen), w0 = Tensor::randn({4, 6}, gen), b0 = Tensor::randn({4}, gen);
+  const Tensor up = Tensor::randn({2, 5, 4}, gen);
+  auto run = [&](bool fused, bool mixed) {
+    Tensor x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_(), b = b0.clone().requires_grad_();
+    Tensor y;
+    if (fused) {
+      std::optional<MixedPrecision> guard;
+      if (mixed) guard.emplace(Precision::bf16);
+      y = linear(x, w, b);
+    } else {
+      y = matmul_bf16(x, w, false, true) + b;
+    }
+    sum(y * up).backward();  // after the guard: the backward keeps the forward's precision
+    return std::vector<Tensor>{y.detach(), x.grad(), w.grad(), b.grad()};
+  };
+  const auto fused = run(true, true), composed = run(false, false), plain = run(true, false);
+  for (std::size_t i = 0; i < fused.size(); ++i) {
+    INFO("output " << i);
+    CHECK(fused[i].dtype() == DType::f32);
+    CHECK(max_abs_diff(fused[i], composed[i]) <= 1e-4);
+  }
+  // Rounding shows: the f32 linear differs from the mixed one by about 2^-8 relative.
+  CHECK(max_abs_diff(plain[0], fused[0]) > 1e-4);
+  CHECK(max_abs_diff(plain[0], fused[0]) < 0.2);
+  CHECK(linear_precision() == Precision::f32);  // the guard restored it
+  CHECK(parse_precision("bf16") == Precision::bf16);
+  CHECK_THROWS_WITH(parse_precision("fp16"), Contains("precision must be f32 or bf16, got 'fp16'"));
 }

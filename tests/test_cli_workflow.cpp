@@ -13,13 +13,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "backends/cpu/cpu_gemm_provider.h"
 #include "cli_helpers.h"
 #include "io/checkpoint.h"
 #include "io/json.h"
@@ -37,6 +40,17 @@ qkgrad::Json options_of(const std::string& run) {
 }
 
 // `train` of the tiny preset on the corpus in `tmp` into run_dir, one thread, plus `flags`.
+// The dev loss of the run's last evaluation (metrics.jsonl).
+double last_dev_loss(const std::string& run) {
+  std::ifstream in(run + "/metrics.jsonl");
+  double loss = -1;
+  for (std::string line; std::getline(in, line);) {
+    const qkgrad::Json j = qkgrad::Json::parse(line);
+    if (j.contains("dev_loss")) loss = j.at("dev_loss").get<double>();
+  }
+  return loss;
+}
+
 Result train_tiny(const TempDir& tmp, const std::string& run_dir, const std::string& flags) {
   return run("train --data " + tmp.path + " --run " + run_dir + " --preset tiny --vocab-size 30 --threads 1 " + flags);
 }
@@ -811,4 +825,36 @@ TEST_CASE("workflow: translate and eval decode with an ensemble (--checkpoint A,
                 " --max-length 3 --quiet 2>&1 >/dev/null");
   CHECK(r.status == 0);
   CHECK(r.output.empty());
+}
+
+TEST_CASE("workflow: train --precision bf16 (mixed precision) trains, is stored, may change on resume; refused where "
+          "it cannot run", "[cli][workflow][bf16]") {
+  TempDir tmp;
+  write_corpus(tmp.path, 200);
+  const std::string missing = qkgrad::cpu::bf16_gemm_missing();
+  Result r = train_tiny(tmp, tmp / "run", "--max-steps 20 --eval-every 10 --precision bf16");
+  INFO(r.output);
+  if (!missing.empty()) {  // a CPU without native bf16: said at once, nothing made
+    CHECK(r.status == 2);
+    CHECK_THAT(r.output, Contains("--precision bf16: " + missing));
+    CHECK_FALSE(fs::exists(tmp / "run"));
+    return;
+  }
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.output, Contains("(mixed precision: bf16 products in the linear layers)"));
+  CHECK(options_of(tmp / "run").at("precision") == "bf16");
+  // f32 and bf16 runs of the same seed agree closely (the products' rounding only), not exactly.
+  r = train_tiny(tmp, tmp / "f32", "--max-steps 20 --eval-every 10");
+  REQUIRE(r.status == 0);
+  const double loss16 = last_dev_loss(tmp / "run"), loss32 = last_dev_loss(tmp / "f32");
+  CHECK(loss16 != loss32);
+  CHECK(std::fabs(loss16 - loss32) < 0.01 * loss32);
+  // A resume may change it; the change is printed and stored.
+  r = run("train --run " + tmp / "run" + " --resume --max-steps 30 --precision f32");
+  CHECK(r.status == 0);
+  CHECK_THAT(r.output, Contains("precision"));
+  CHECK(options_of(tmp / "run").at("precision") == "f32");
+  r = train_tiny(tmp, tmp / "f64", "--max-steps 2 --dtype f64 --precision bf16");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.output, Contains("--precision bf16 mixes bf16 products into float32 training; --dtype is f64"));
 }

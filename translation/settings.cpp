@@ -137,6 +137,7 @@ void for_each_setting(Settings& s, Visit&& visit) {
   visit("keep_last", s.keep_last, Resume::may_change, Allowed{0, 1000000, {}});
   visit("save_every", s.save_every, Resume::may_change, Allowed{0, kSteps, {}});
   visit("device", s.device, Resume::may_change, Allowed{0, 0, {"cpu", "cuda"}});
+  visit("precision", s.precision, Resume::may_change, Allowed{0, 0, {"f32", "bf16"}});
 }
 
 // Whether a value is one the setting allows; otherwise what it must be.

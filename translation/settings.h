@@ -56,8 +56,9 @@ struct RunSettings {
   int64_t keep_last = 0;               // also keep the last K saves as checkpoints/step-N (0: none)
   int64_t save_every = 0;              // also save checkpoints/last every this many steps (0: at evaluations only)
 
-  // ---- where it trains (not part of the model: may change on --resume) ----
+  // ---- where and how it computes (not part of the model: may change on --resume) ----
   std::string device = "cpu";          // or cuda
+  std::string precision = "f32";       // the linear layers' products: f32, or bf16 (mixed precision, ops/precision.h)
 };
 
 // The presets: tiny (smoke tests), demo (the README's 15-minute run), small, paper (Henry et

@@ -29,6 +29,8 @@
 #include "nn/schedule.h"
 #include "ops/ops.h"
 #include "plots/svg.h"
+#include "backends/cpu/cpu_gemm_provider.h"
+#include "ops/precision.h"
 #include "translation/averaging.h"
 #include "translation/batching.h"
 #include "translation/beam_search.h"
@@ -65,6 +67,20 @@ std::string clock_text(double seconds) {
 }
 
 
+// --precision bf16 needs what makes it worth having: float32 parameters, the CPU, and native
+// bf16 products (said at once, never a silently slow run).
+void check_precision(const RunSettings& s, Device device) {
+  if (s.precision != "bf16") return;
+  const std::string flag = "qkgrad-translate train: --precision bf16";
+  if (s.dtype != "f32") throw UsageError(cat(flag, " mixes bf16 products into float32 training; --dtype is ", s.dtype));
+  if (device != Device::cpu) {
+    throw UsageError(cat(flag, " runs on the CPU only so far (the CUDA backend's bf16 products are not written yet); "
+                         "use --device cpu or --precision f32"));
+  }
+  const std::string missing = cpu::bf16_gemm_missing();
+  if (!missing.empty()) throw UsageError(cat(flag, ": ", missing, "; use --precision f32"));
+}
+
 // Checked first, before anything is read or written: a usage error (exit 2) creates no run
 // directory. Returns the device (--device cuda without CUDA support, or without a GPU, is one).
 Device check_train_settings(const RunSettings& s) {
@@ -84,6 +100,7 @@ Device check_train_settings(const RunSettings& s) {
   } catch (const Error& e) {
     throw UsageError(cat("qkgrad-translate train: these sizes do not make a model: ", e.what()));
   }
+  check_precision(s, device);
   return device;
 }
 
@@ -714,7 +731,8 @@ class TrainingRun {
     }
     progress_.message(cat("model: ", model_->parameter_count(), " parameters, ", config_.encoder_layers, "+",
                           config_.decoder_layers, " layers, d ", config_.d_model, ", ", config_.heads, " heads, ffn ",
-                          config_.ffn, ", ", settings_.attention, " attention, on ", device_name(model_->device()), "; ",
+                          config_.ffn, ", ", settings_.attention, " attention, on ", device_name(model_->device()),
+                          settings_.precision == "bf16" ? " (mixed precision: bf16 products in the linear layers)" : "", "; ",
                           plan_->batches_per_epoch(), " batches of <= ", settings_.batch_tokens, " tokens per epoch; lr: ",
                           schedule_->describe()));
     const std::size_t dev = data_.dev.size();
@@ -940,6 +958,7 @@ class TrainingRun {
   // `sum` (to the host: on a GPU this waits for the forward).
   Tensor micro_loss(const Batch& micro, double tokens, double& sum) {
     const uint64_t dropout_start = model_->dropout_generator().offset();
+    const MixedPrecision policy(parse_precision(settings_.precision));  // ops/precision.h: the linear layers
     const Tensor logits = model_->forward(micro.src, micro.src_lengths, micro.tgt_in, micro.tgt_lengths);
     const LossSum loss = cross_entropy(logits, micro.tgt_out, settings_.label_smoothing, config_.pad_id);
     QKGRAD_CHECK(ranks_ * settings_.accumulate == 1 || model_->dropout_generator().offset() - dropout_start < kMicroDropoutBlocks,

@@ -348,6 +348,8 @@ int cmd_train(int argc, char** argv) {
   flags_of_key["data"].push_back(data_flag);
   setting("vocab-size", "vocab_size", "subword vocabulary size", &s.vocab_size);
   setting("batch-tokens", "batch_tokens", "padded tokens per batch", &s.batch_tokens);
+  setting("precision", "precision", "f32, or bf16: the linear layers multiply bf16 operands with f32 accumulation "
+          "(mixed precision; master weights, gradients and Adam stay f32; needs a CPU with AVX512_BF16 or AMX)", &s.precision);
   setting("accumulate", "accumulate", "run each batch as K micro-batches with their gradients summed (the same update, a K-th of the activation memory)", &s.accumulate);
   setting("lr", "lr", "peak learning rate", &s.lr);
   setting("warmup", "warmup", "warmup steps", &s.warmup);
