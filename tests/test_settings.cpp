@@ -41,7 +41,7 @@ TEST_CASE("settings: options.json holds every setting and reads back to the same
   s.beam = 7;
   s.max_minutes = 2.5;
   const Json j = to_json(s);
-  CHECK(j.size() == 40);
+  CHECK(j.size() == 41);
   CHECK(j.at("data") == "/data/ted");  // absolute, no trailing slash
   CHECK(j.at("bleu_tokenize") == "none");
   const RunSettings back = from_json(parse_json(dump_json(j, 2), "options.json"), "options.json");
