@@ -5,9 +5,9 @@
 //   W̄ = ȳᵀ x            [out, N] x [N, in]
 //   b̄ = Σ_rows ȳ        [out]
 // The forward writes b into every row of y, then lets GEMM add x Wᵀ on top (beta = 1).
-// Under MixedPrecision(bf16) (ops/precision.h) x and W are rounded to bf16 once, the GEMMs take
-// bf16 operands with f32 accumulation and results, and the backward rounds ȳ once: the
-// gradients stay f32.
+// Under MixedPrecision(bf16) (ops/precision.h) x is rounded to bf16 once per call and W once per
+// step, the GEMMs take bf16 operands with f32 accumulation and results, and the backward rounds
+// ȳ once: the gradients stay f32.
 #include <vector>
 
 #include "core/autograd.h"
@@ -41,9 +41,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const bool mixed = linear_precision() == Precision::bf16 && x.dtype() == DType::f32 && x.device() == Device::cpu;
   Tensor xs = x, ws = weight;
   if (mixed) {
-    NoGradGuard no_grad;
-    xs = x.to(DType::bf16);       // [..., in]
-    ws = weight.to(DType::bf16);  // [out, in]
+    xs = bf16_operand(x);       // [..., in]
+    ws = bf16_operand(weight);  // [out, in]: a weight's copy is made once per step
   }
   GemmSpec g;  // y [N, out] (+)= x [N, in] · Wᵀ
   g.trans_b = true;

@@ -214,3 +214,31 @@ TEST_CASE("linear under MixedPrecision(bf16) is matmul_bf16 plus the bias (fused
   CHECK(parse_precision("bf16") == Precision::bf16);
   CHECK_THROWS_WITH(parse_precision("fp16"), Contains("precision must be f32 or bf16, got 'fp16'"));
 }
+
+TEST_CASE("bf16_operand: a weight is rounded once per guard and again after an update; other tensors every time",
+          "[bf16]") {
+  Generator gen(9);
+  Tensor w = Tensor::randn({3, 4}, gen).requires_grad_();  // a weight: a leaf that requires grad
+  const Tensor x = Tensor::randn({2, 4}, gen);             // an activation
+  const MixedPrecision guard(Precision::bf16);
+  const Tensor a = bf16_operand(w), b = bf16_operand(w);
+  CHECK(a.dtype() == DType::bf16);
+  CHECK(a.impl() == b.impl());  // the same copy, not a second rounding
+  CHECK(max_abs_diff(a.to(DType::f32), w.detach()) <= 0.01 * 4);
+  CHECK(bf16_operand(x).impl() != bf16_operand(x).impl());
+  {
+    const MixedPrecision inner(Precision::bf16);  // a nested guard has its own copies
+    CHECK(bf16_operand(w).impl() != a.impl());
+  }
+  CHECK(bf16_operand(w).impl() == a.impl());  // the outer guard's copy again
+  // An optimizer-style in-place update bumps the version: the next use rounds the new values.
+  {
+    NoGradGuard no_grad;
+    w.data<float>()[0] = 1000.0F;
+    w.mark_written();
+  }
+  const Tensor c = bf16_operand(w);
+  CHECK(c.impl() != a.impl());
+  CHECK(c.to(DType::f32).data<float>()[0] == 1000.0F);
+  CHECK(a.to(DType::f32).data<float>()[0] != 1000.0F);  // the old copy, saved by a backward, is kept as it was
+}

@@ -914,6 +914,7 @@ class TrainingRun {
     if (inject_nan) nan_injected_ = true;
     opt_->zero_grad();
     grad_norm_ = NAN;
+    const MixedPrecision policy(parse_precision(settings_.precision));  // ops/precision.h: weights rounded once
     double loss_value = 0;  // this rank's part of the batch's loss; after agree_on_loss, the batch's
     Tensor last_loss;       // the last micro-batch's loss, whose backward waits for the agreement
     if (ranks_ * settings_.accumulate == 1) {
@@ -958,7 +959,6 @@ class TrainingRun {
   // `sum` (to the host: on a GPU this waits for the forward).
   Tensor micro_loss(const Batch& micro, double tokens, double& sum) {
     const uint64_t dropout_start = model_->dropout_generator().offset();
-    const MixedPrecision policy(parse_precision(settings_.precision));  // ops/precision.h: the linear layers
     const Tensor logits = model_->forward(micro.src, micro.src_lengths, micro.tgt_in, micro.tgt_lengths);
     const LossSum loss = cross_entropy(logits, micro.tgt_out, settings_.label_smoothing, config_.pad_id);
     QKGRAD_CHECK(ranks_ * settings_.accumulate == 1 || model_->dropout_generator().offset() - dropout_start < kMicroDropoutBlocks,
