@@ -4,7 +4,8 @@
 //   x̄ = ȳ W             [N, out] x [out, in]
 //   W̄ = ȳᵀ x            [out, N] x [N, in]
 //   b̄ = Σ_rows ȳ        [out]
-// The forward writes b into every row of y, then lets GEMM add x Wᵀ on top (beta = 1).
+// The bias goes to the backend's GEMM with the product (GemmSpec::bias): oneDNN's bf16 matmul
+// adds it in its kernel; otherwise b is written into every row of y and GEMM adds x Wᵀ on top.
 // Under MixedPrecision(bf16) (ops/precision.h) x is rounded to bf16 once per call and W once per
 // step, the GEMMs take bf16 operands with f32 accumulation and results, and the backward rounds
 // ȳ once: the gradients stay f32.
@@ -49,10 +50,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   g.m = rows;
   g.n = out;
   g.k = in;
-  if (bias.defined()) {
-    be.broadcast_to(bias, y);
-    g.beta = 1.0;
-  }
+  if (bias.defined()) g.bias = &bias;  // the backend adds it (fused into the GEMM where it can)
   be.gemm(g, xs, ws, y);
 
   const bool with_bias = bias.defined();

@@ -154,5 +154,23 @@ TEST_CASE("bf16 gemm: bfloat16 operands, float32 accumulation: the float64 produ
     for (int64_t i = 0; i < c.m; ++i) {
       for (int64_t j = c.n; j < ldc; ++j) CHECK(out[static_cast<std::size_t>(i * ldc + j)] == c0[static_cast<std::size_t>(i * ldc + j)]);
     }
+    if (c.alpha != 1.0f || c.beta != 0.0f) continue;
+    // With a bias (linear's, fused into the kernel): every row of C gets it added.
+    const std::vector<float> bias = random_floats(static_cast<std::size_t>(c.n), 14);
+    std::vector<float> biased = c0;
+    cpu::bf16_gemm(c.ta, c.tb, c.m, c.n, c.k, 1.0f, a16.data(), lda, b16.data(), ldb, 0.0f, biased.data(), ldc,
+                   bias.data());
+    double worst_biased = 0;
+    for (int64_t i = 0; i < c.m; ++i) {
+      for (int64_t j = 0; j < c.n; ++j) {
+        const auto at = static_cast<std::size_t>(i * ldc + j);
+        worst_biased = std::max(worst_biased, std::fabs(biased[at] - (want[at] + bias[static_cast<std::size_t>(j)])));
+      }
+      for (int64_t j = c.n; j < ldc; ++j) CHECK(biased[static_cast<std::size_t>(i * ldc + j)] == c0[static_cast<std::size_t>(i * ldc + j)]);
+    }
+    CHECK(worst_biased <= 1e-6 * (static_cast<double>(c.k) + 2) + 1e-6);
   }
+  CHECK_THROWS_WITH(cpu::bf16_gemm(false, false, 1, 1, 1, 2.0f, nullptr, 1, nullptr, 1, 0.0f, nullptr, 1,
+                                   std::vector<float>(1).data()),
+                    Contains("a bias needs alpha 1 and beta 0"));
 }

@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <atomic>
+#include <unordered_map>
 #include <cstdlib>
 #include <vector>
 
@@ -101,11 +102,11 @@ namespace {
 
 #ifdef QKGRAD_HAVE_ONEDNN
 // oneDNN's matmul primitive on bf16 src and weights with an f32 destination; alpha as its
-// output scale, beta as a sum post-op. A transposed operand is the same memory with swapped
-// strides. oneDNN caches the primitive per shape (its primitive cache), so a training step's
-// repeated shapes are created once.
+// output scale, beta as a sum post-op, the bias as its f32 bias (a [1, n] row, broadcast). A
+// transposed operand is the same memory with swapped strides. oneDNN caches the primitive per
+// shape (its primitive cache), so a training step's repeated shapes are created once.
 void onednn_bf16_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a, int64_t lda,
-                      const bfloat16* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+                      const bfloat16* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias) {
   using dnnl::memory;
   static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   const memory::desc a_md({m, k}, memory::data_type::bf16, ta ? memory::dims{1, lda} : memory::dims{lda, 1});
@@ -119,11 +120,15 @@ void onednn_bf16_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float a
     attr.set_post_ops(ops);
   }
   try {
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine);
+    const memory::desc bias_md({1, n}, memory::data_type::f32, memory::dims{n, 1});
+    const dnnl::matmul::primitive_desc pd(
+        bias ? dnnl::matmul::desc(a_md, b_md, bias_md, c_md) : dnnl::matmul::desc(a_md, b_md, c_md), attr, engine);
     dnnl::stream stream(engine);
     memory a_mem(a_md, engine, const_cast<bfloat16*>(a)), b_mem(b_md, engine, const_cast<bfloat16*>(b)),
         c_mem(c_md, engine, c);
-    dnnl::matmul(pd).execute(stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}});
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}};
+    if (bias) args.emplace(DNNL_ARG_BIAS, memory(bias_md, engine, const_cast<float*>(bias)));
+    dnnl::matmul(pd).execute(stream, args);
     stream.wait();
   } catch (const dnnl::error& e) {
     fail(cat("bf16 gemm: oneDNN's matmul failed (", e.what(), ") for m ", m, ", n ", n, ", k ", k));
@@ -133,7 +138,7 @@ void onednn_bf16_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float a
 
 // Without native bf16: widen both operands (exactly) and multiply in float32.
 void widened_bf16_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a, int64_t lda,
-                       const bfloat16* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+                       const bfloat16* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias) {
   auto widen = [](const bfloat16* x, int64_t rows, int64_t ld) {
     std::vector<float> out(static_cast<std::size_t>(rows * ld));
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(x[i]);
@@ -141,6 +146,9 @@ void widened_bf16_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float 
   };
   const std::vector<float> fa = widen(a, ta ? k : m, lda), fb = widen(b, tb ? n : k, ldb);
   sgemm(ta, tb, m, n, k, alpha, fa.data(), lda, fb.data(), ldb, beta, c, ldc);
+  if (bias)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] += bias[j];
 }
 
 }  // namespace
@@ -156,14 +164,16 @@ std::string bf16_gemm_missing() {
 }
 
 void bf16_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a, int64_t lda,
-               const bfloat16* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+               const bfloat16* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias) {
+  QKGRAD_CHECK(bias == nullptr || (alpha == 1.0f && beta == 0.0f), "bf16 gemm: a bias needs alpha 1 and beta 0, got ",
+               alpha, " and ", beta);
 #ifdef QKGRAD_HAVE_ONEDNN
   if (m > 0 && n > 0 && k > 0) {
-    onednn_bf16_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    onednn_bf16_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
     return;
   }
 #endif
-  widened_bf16_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  widened_bf16_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
 }
 
 }  // namespace qkgrad::cpu

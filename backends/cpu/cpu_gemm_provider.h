@@ -48,9 +48,10 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
 // the result differs from sgemm on the operands' float32 values only in summation order. With
 // oneDNN, its matmul primitive (on AVX512_BF16 or AMX: native bf16 dot products, twice float32's
 // rate; cached per shape by oneDNN); without it, the operands are widened to float32 and
-// multiplied by sgemm (correct, no faster). bf16_gemm_native() says which.
+// multiplied by sgemm (correct, no faster). bf16_gemm_missing() says which. `bias` (optional,
+// [n], only with alpha 1 and beta 0) is added to every row of C, inside oneDNN's kernel.
 void bf16_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a, int64_t lda,
-               const bfloat16* b, int64_t ldb, float beta, float* c, int64_t ldc);
+               const bfloat16* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias = nullptr);
 // Whether bf16_gemm runs on native bf16 instructions here (oneDNN built in, and the CPU has
 // AVX512_BF16 or AMX); "" or what it lacks, for a message.
 std::string bf16_gemm_missing();

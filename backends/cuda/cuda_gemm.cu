@@ -105,6 +105,16 @@ ColumnMajorCall row_major_gemm(const GemmSpec& g) {
 }  // namespace
 
 void CudaBackend::gemm(const GemmSpec& g, const Tensor& a, const Tensor& b, Tensor& c) {
+  if (g.bias) {  // the bias in every row of C, then C += op(A)op(B) (a cuBLASLt epilogue could fuse it)
+    QKGRAD_CHECK(g.batch == 1 && g.beta == 0 && g.alpha == 1 && g.bias->shape() == Shape{g.n},
+                 "gemm: a bias needs batch 1, alpha 1, beta 0 and a [", g.n, "] vector, got ", g.bias->shape());
+    broadcast_to(*g.bias, c);
+    GemmSpec plain = g;
+    plain.bias = nullptr;
+    plain.beta = 1.0;
+    gemm(plain, a, b, c);
+    return;
+  }
   cuda::dispatch(c.dtype(), [&](auto tag) {
     using T = decltype(tag);  // alpha and beta go to cuBLAS as T: float for f32, double for f64
     const T* pa = a.data<T>();
