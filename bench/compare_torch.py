@@ -2,8 +2,10 @@
 """qkgrad against PyTorch: one training step of the same Seq2SeqTransformer, side by side.
 
     python3 bench/compare_torch.py [--configs A,B,C] [--rounds 3] [--steps N] [--threads 2]
+                                   [--contenders qkgrad,qkgrad-bf16,torch,torch-bf16]
                                    [--qkgrad build/bench/qkgrad-bench] [--attn qknorm] [--json FILE]
-    python3 bench/compare_torch.py torch-step [qkgrad-bench's flags]    (one PyTorch measurement)
+    python3 bench/compare_torch.py torch-step [qkgrad-bench's flags] [--precision f32|bf16]
+                                                                        (one PyTorch measurement)
     python3 bench/compare_torch.py check [--qkgrad PATH]                (is it the same model and step?)
     python3 bench/compare_torch.py attention [--shape 16,8,64,64]       (the fused attention op alone)
     python3 bench/compare_torch.py gpu [--qkgrad build-gpu/bench/qkgrad-bench] [--rounds 3]
@@ -36,31 +38,51 @@ Timing, like qkgrad-bench: --warmup-steps untimed steps, then --steps timed ones
 median; GFLOP/s = the step's matrix-product FLOPs / median, counted with qkgrad-bench's formula
 (every product 2·m·n·k, ×3 for forward + backward; see flops_per_step); peak RSS from getrusage.
 
-The driver runs, for each config, --rounds rounds of three contenders, each a fresh process,
-alternating in one session (qkgrad, torch default, torch tuned, qkgrad, ...), so slow drift of
-the machine hits all three alike:
-  qkgrad          build/bench/qkgrad-bench --json, the inherited environment;
-  torch default   this script's torch-step worker, the inherited environment (GLIBC_TUNABLES
-                  removed, if set);
-  torch tuned     the same worker with LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp
-                  prepended (the OpenMP build of OpenBLAS, whose threads are libgomp's, shared
-                  with PyTorch's, instead of a second pool fighting them) and
-                  GLIBC_TUNABLES=glibc.malloc.mmap_threshold=1073741824:glibc.malloc.trim_threshold=4294967296
-                  (glibc otherwise mmaps every buffer over 32 MB, such as the logits, afresh
-                  each step, and first-touch page faults are slow on VMs).
+The driver runs, for each config, --rounds rounds of the contenders (--contenders), each run a
+fresh process, alternating in one session (qkgrad, qkgrad-bf16, torch, torch-bf16, qkgrad, ...),
+so slow drift of the machine hits all of them alike. The default four:
+  qkgrad          build/bench/qkgrad-bench --json (float32), the inherited environment;
+  qkgrad-bf16     the same with --precision bf16: mixed precision, bf16 matrix products with float32
+                  accumulation, float32 master weights (ops/precision.h);
+  torch           this script's torch-step worker, float32 (GLIBC_TUNABLES removed, if set);
+  torch-bf16      the same worker with --precision bf16: the forward and the loss inside
+                  torch.autocast("cpu", dtype=torch.bfloat16), the backward outside it (as PyTorch's
+                  autocast docs recommend), gradient clipping and Adam on the float32 parameters.
+Also selectable: torch-tuned (and torch-tuned-bf16), the worker with
+LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp prepended (the OpenMP build of OpenBLAS,
+whose threads are libgomp's, shared with PyTorch's, instead of a second pool fighting them) and
+GLIBC_TUNABLES=glibc.malloc.mmap_threshold=1073741824:glibc.malloc.trim_threshold=4294967296
+(glibc otherwise mmaps every buffer over 32 MB, such as the logits, afresh each step, and
+first-touch page faults are slow on VMs); torch-default is another name for torch. The earlier
+three-way comparison is `--contenders qkgrad,torch-default,torch-tuned`.
+
+The OpenBLAS rule: some machines set OPENBLAS_CORETYPE (e.g. Haswell) and OPENBLAS_L2_SIZE in the
+environment, because OpenBLAS 0.3.21 misdetects their CPU. They would force PyTorch's OpenBLAS
+onto other (e.g. AVX2) kernels than it picks for itself, so every PyTorch worker runs with both
+removed (its own detection decides); the qkgrad contenders keep the inherited environment. The
+report says what the environment had set and what each PyTorch worker ran with.
+
 Each contender's figure is the median over the rounds. build/bench/qkgrad-bench-sgemm runs once
-first: the machine's peak, its best one-thread sgemm times the threads, is what each
-contender's GFLOP/s is compared with (and the report names qkgrad's float32 GEMM provider). Each
-torch worker reports which BLAS library is mapped into it (/proc/self/maps) and, through
-OpenBLAS's own API, its build (openblas_get_config) and threading (openblas_get_parallel:
-sequential, pthreads or OpenMP), so the report shows whether the tuning really took effect.
-Output: a Markdown table per config (per contender: median ms/step, target tokens/s with the
-range over the rounds, GFLOP/s, % of the peak, peak RSS, page faults per step, and how
-many times faster qkgrad is) and a summary table on stdout, progress on stderr; --json FILE
-also writes every raw result. The driver also checks every result: qkgrad's gflops × median_ms
-must give this script's FLOPs per step, and the torch model's parameters must match
-docs/checkpoint.md. The 1-minute load average is recorded before each run: on a shared machine
-(load near the CPU count) multi-threaded runs slow down unevenly; compare such numbers with care.
+first: the machine's float32 peak, its best one-thread sgemm times the threads, is what the
+float32 contenders' GFLOP/s is compared with (and the report names qkgrad's float32 GEMM
+provider); `qkgrad-bench-sgemm --precision bf16` gives the bf16 peak (bf16 operands, float32
+accumulation) for the bf16 contenders, or, where it is missing or fails, their % of peak is n/a.
+Each torch worker reports which BLAS library is mapped into it (/proc/self/maps) and, through
+OpenBLAS's own API, its build (openblas_get_config), the kernels it picked (openblas_get_corename)
+and threading (openblas_get_parallel: sequential, pthreads or OpenMP), the environment it ran with,
+and, for bf16, the dtypes autocast gave the logits and the loss and whether oneDNN (mkldnn, which
+PyTorch's bf16 CPU matrix products use) is available.
+Output: a Markdown table per config (per contender: median ms/step, target tokens/s with the range
+over the rounds, GFLOP/s, % of the peak of its precision, peak RSS, page faults per step) and a
+summary table on stdout (tokens/s of each contender and the ratios the project's goals are
+stated in: qkgrad bf16 ÷ qkgrad f32, qkgrad bf16 ÷ PyTorch autocast bf16, qkgrad f32 ÷ PyTorch
+f32), progress on stderr; --json FILE also writes every raw result. A contender that fails (e.g.
+qkgrad-bench --precision bf16 refused) is reported as failed, with its reason; the others still
+run. The driver also checks every result: each qkgrad contender's gflops × median_ms must give
+this script's FLOPs per step, the torch model's parameters must match docs/checkpoint.md, and each
+run must report the precision it was asked for. The 1-minute load average is recorded before each
+run: on a shared machine (load near the CPU count) multi-threaded runs slow down unevenly; compare
+such numbers with care.
 
 Configs (the last column: sentences per batch × tokens per sentence, source and target alike):
   A  3+3 layers, d 256, 4 heads, ffn 1024, vocab 8000, 32 × 40
@@ -74,7 +96,10 @@ executes in one step with the profiler (aten::mm/addmm/bmm, forward and backward
 formula; and it compares the PyTorch model's parameter names, shapes and count with the tensor
 list of docs/checkpoint.md (qkgrad-bench prints no parameter count; that list was also checked,
 once, against qkgrad's own Seq2SeqTransformer::named_parameters() for configs A, B and C with
-both attentions: the same names, shapes, order and count).
+both attentions: the same names, shapes, order and count). It also checks qkgrad-bench
+--precision bf16's FLOPs (where the binary has the flag) and that PyTorch's autocast bf16 step
+trains, with bfloat16 logits and a float32 loss. `attention` alternates qkgrad-bench-attention
+with the worker as torch and torch-tuned (the OpenBLAS rule applies there too).
 
 On the GPU (`torch-step --device cuda`, and the `gpu` subcommand that alternates it with
 `qkgrad-bench --device cuda`): the model, the batch and Adam's state live on the GPU; PyTorch's
@@ -94,6 +119,8 @@ Exit status: 0 success, 1 a failed run or check, 2 usage errors or missing progr
 """
 
 import argparse
+import collections
+import contextlib
 import json
 import math
 import os
@@ -120,8 +147,24 @@ PAD_ID = 0
 FIRST_WORD_ID = 4  # ids 0-3 are pad, bos, eos, unk
 BUILD_HINT = "meson setup build && ninja -C build bench/qkgrad-bench bench/qkgrad-bench-sgemm"
 TORCH_HINT = "PyTorch is not installed for this Python: apt-get install python3-torch (and run /usr/bin/python3)"
-CONTENDERS = ("qkgrad", "torch-default", "torch-tuned")
-TITLES = {"qkgrad": "qkgrad", "torch-default": "PyTorch out of the box", "torch-tuned": "PyTorch tuned"}
+PRECISIONS = ("f32", "bf16")
+# Set on some machines because OpenBLAS 0.3.21 misdetects their CPU; removed for the PyTorch
+# workers only (the OpenBLAS rule in the header), kept for qkgrad.
+OPENBLAS_FORCING = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+# A contender: which program (qkgrad-bench or this script's torch-step worker), at which
+# precision, and for PyTorch whether in the tuned environment (OpenMP OpenBLAS, GLIBC_TUNABLES).
+Contender = collections.namedtuple("Contender", "program precision tuned title")
+CONTENDERS = {
+    "qkgrad": Contender("qkgrad", "f32", False, "qkgrad f32"),
+    "qkgrad-bf16": Contender("qkgrad", "bf16", False, "qkgrad bf16"),
+    "torch": Contender("torch", "f32", False, "PyTorch f32"),
+    "torch-bf16": Contender("torch", "bf16", False, "PyTorch autocast bf16"),
+    "torch-tuned": Contender("torch", "f32", True, "PyTorch f32 tuned"),
+    "torch-tuned-bf16": Contender("torch", "bf16", True, "PyTorch autocast bf16 tuned"),
+}
+CONTENDER_ALIASES = {"torch-default": "torch"}  # the old name of PyTorch out of the box
+DEFAULT_CONTENDERS = ("qkgrad", "qkgrad-bf16", "torch", "torch-bf16")
 
 
 class BenchError(Exception):
@@ -229,6 +272,9 @@ def step_parser():
     parser.add_argument("--dropout", type=probability, default=0.0, metavar="P")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                         help="where the model, the batch and the step run (cuda: TF32 as QKGRAD_CUDA_TF32 says, default off)")
+    parser.add_argument("--precision", choices=PRECISIONS, default="f32",
+                        help="f32, or bf16: the forward and the loss under torch.autocast(dtype=torch.bfloat16), the "
+                             "backward outside it, clipping and Adam on the float32 parameters")
     parser.add_argument("--json", action="store_true", help="print one JSON line, like qkgrad-bench --json")
     return parser
 
@@ -243,7 +289,13 @@ def step_flags(o):
         flags += ["--" + key.replace("_", "-"), str(getattr(o, key))]
     flags += ["--attn", o.attn, "--dropout", repr(o.dropout)]
     device = getattr(o, "device", "cpu")
-    return flags + (["--device", device] if device != "cpu" else [])
+    return flags + (["--device", device] if device != "cpu" else []) + precision_flags(getattr(o, "precision", "f32"))
+
+
+def precision_flags(precision):
+    """--precision for qkgrad-bench and the worker; none for f32, the default of both (and all an
+    older qkgrad-bench, without the flag, understands)."""
+    return [] if precision == "f32" else ["--precision", precision]
 
 
 # ---- the PyTorch worker ----
@@ -286,6 +338,14 @@ class TorchStep:
     def __init__(self, torch, o):
         self.torch, self.o, self.qt = torch, o, model_module()
         device = getattr(o, "device", "cpu")
+        # bf16: PyTorch's automatic mixed precision. autocast runs the matrix products (F.linear,
+        # matmul) in bfloat16 and the ops on its float32 list (the loss) in float32; the parameters,
+        # their gradients, clipping and Adam stay float32.
+        if getattr(o, "precision", "f32") == "bf16":
+            self.autocast = lambda: torch.autocast(device, dtype=torch.bfloat16)
+        else:
+            self.autocast = contextlib.nullcontext
+        self.dtypes = None  # (logits, loss) of the last step: what autocast really did
         torch.manual_seed(1)
         self.model = build_model(torch, o).train().to(device)  # initialised on the CPU, then moved
         self.params = list(self.model.parameters())
@@ -303,16 +363,18 @@ class TorchStep:
 
     def step(self):
         self.optimizer.zero_grad()
-        logits = self.model(self.src, self.src_lengths, self.tgt_in, self.tgt_lengths)
-        loss = self.qt.label_smoothed_cross_entropy(logits.reshape(-1, self.o.vocab), self.tgt_out.reshape(-1),
-                                                    PAD_ID, LABEL_SMOOTHING)  # the mean over target tokens
+        with self.autocast():  # the forward and the loss; the backward outside, as PyTorch's docs recommend
+            logits = self.model(self.src, self.src_lengths, self.tgt_in, self.tgt_lengths)
+            loss = self.qt.label_smoothed_cross_entropy(logits.reshape(-1, self.o.vocab), self.tgt_out.reshape(-1),
+                                                        PAD_ID, LABEL_SMOOTHING)  # the mean over target tokens
+        self.dtypes = (str(logits.dtype).replace("torch.", ""), str(loss.dtype).replace("torch.", ""))
         loss.backward()
         self.torch.nn.utils.clip_grad_norm_(self.params, 1.0)
         self.optimizer.step()
         return float(loss.detach())
 
 
-def mapped_libraries(words=("blas", "lapack", "gomp", "libiomp", "mkl")):
+def mapped_libraries(words=("blas", "lapack", "gomp", "libiomp", "mkl", "dnnl")):
     """The shared libraries mapped into this process whose file names contain one of words."""
     found = []
     try:
@@ -328,7 +390,8 @@ def mapped_libraries(words=("blas", "lapack", "gomp", "libiomp", "mkl")):
 
 
 def openblas_report(libraries):
-    """OpenBLAS's own account of the mapped library: its build string, threading model and thread count."""
+    """OpenBLAS's own account of the mapped library: its build string, the kernels it picked (its core:
+    its own detection, or OPENBLAS_CORETYPE), threading model and thread count."""
     import ctypes
 
     report = {}
@@ -342,6 +405,11 @@ def openblas_report(libraries):
                       "config": lib.openblas_get_config().decode(errors="replace").strip(),
                       "parallel": {0: "sequential", 1: "pthreads", 2: "OpenMP"}.get(lib.openblas_get_parallel(), "?"),
                       "num_threads": lib.openblas_get_num_threads()}
+            try:  # DYNAMIC_ARCH builds (Debian's): the core whose kernels run
+                lib.openblas_get_corename.restype = ctypes.c_char_p
+                report["corename"] = lib.openblas_get_corename().decode(errors="replace").strip()
+            except AttributeError:
+                pass
         except (OSError, AttributeError) as e:
             report = {"path": path, "error": str(e)}
         break
@@ -400,6 +468,15 @@ def prepare_gpu(torch):
             "tf32_settings": tf32}
 
 
+def cpu_capability(torch):
+    """The vector ISA PyTorch's own CPU kernels (softmax, layer_norm, ...) dispatch to, as it reports it."""
+    try:
+        return next((line.split(":", 1)[1].strip() for line in torch.__config__.show().splitlines()
+                     if "CPU capability usage" in line), None)
+    except (AttributeError, RuntimeError):
+        return None
+
+
 def optimizer_implementation(torch, params):
     """Which Adam PyTorch picks by default for these parameters (foreach on CUDA, a for-loop on the CPU)."""
     try:
@@ -444,6 +521,7 @@ def run_worker(argv):
         "dropout": o.dropout}
     if on_gpu:  # the CPU's output stays as it was: no device field there
         result["device"] = "cuda"
+    result["precision"] = o.precision  # as qkgrad-bench's JSON
     result.update({
         "threads": torch.get_num_threads(),
         "median_ms": round(median, 3), "min_ms": round(ordered[0], 3), "max_ms": round(ordered[-1], 3),
@@ -459,9 +537,13 @@ def run_worker(argv):
         "matches_checkpoint_md": shapes == expected_parameters(o),
         "final_loss": round(losses[-1], 4) if losses else None,
         "blas_libraries": libraries, "openblas": openblas_report(libraries),
+        "onednn": torch.backends.mkldnn.is_available(), "cpu_capability": cpu_capability(torch),
         "env": {k: os.environ.get(k) for k in ("LD_LIBRARY_PATH", "GLIBC_TUNABLES", "OMP_NUM_THREADS",
-                                               "OPENBLAS_NUM_THREADS")},
+                                               "OPENBLAS_NUM_THREADS") + OPENBLAS_FORCING},
     })
+    if o.precision == "bf16":
+        result["autocast"] = {"dtype": "bfloat16", "device_type": o.device, "logits_dtype": bench.dtypes[0],
+                              "loss_dtype": bench.dtypes[1]}
     if on_gpu:
         result.update(gpu, adam=optimizer_implementation(torch, bench.params),
                       peak_reserved_mb=round(torch.cuda.max_memory_reserved() / (1 << 20), 1))
@@ -472,7 +554,7 @@ def run_worker(argv):
                  if on_gpu else "")
         print(f"PyTorch {torch.__version__} training step: {o.layers}+{o.layers} layers, d {o.d_model}, {o.heads} heads, "
               f"ffn {o.ffn}, vocab {o.vocab}, {o.batch} x {o.src_len}/{o.tgt_len} tokens, {o.attn}, dropout {o.dropout:g}, "
-              f"{result['threads']} threads" + (" " + where if where else ""))
+              f"{describe_precision(result)}, {result['threads']} threads" + (" " + where if where else ""))
         print(f"ms per step: median {median:.2f}  min {ordered[0]:.2f}  max {ordered[-1]:.2f}  "
               f"({o.steps} steps after {o.warmup_steps} warm-up)")
         memory = (f"peak device memory {result['peak_device_mb']:.0f} MB" if on_gpu
@@ -485,6 +567,15 @@ def run_worker(argv):
     return 0
 
 
+def describe_precision(result):
+    """float32, or what autocast did: the dtypes of the logits and the loss."""
+    autocast = result.get("autocast")
+    if result.get("precision", "f32") == "f32" or not autocast:
+        return "float32"
+    return (f"autocast {autocast['dtype']} (logits {autocast['logits_dtype']}, loss {autocast['loss_dtype']}; "
+            f"oneDNN {'available' if result.get('onednn') else 'NOT available'})")
+
+
 def describe_blas(result):
     blas = result.get("openblas") or {}
     if "config" in blas:
@@ -494,7 +585,8 @@ def describe_blas(result):
             threading = f"pthreads build: its own pool of {blas['num_threads']} threads beside PyTorch's"
         else:
             threading = f"{blas['parallel']} build"
-        return f"{blas['realpath']} ({threading}; {blas['config']})"
+        core = f"core {blas['corename']}; " if blas.get("corename") else ""
+        return f"{blas['realpath']} ({core}{threading}; {blas['config']})"
     if "error" in blas:
         return f"{blas['path']} (could not query: {blas['error']})"
     return ", ".join(result.get("blas_libraries") or []) or "no BLAS library mapped"
@@ -514,14 +606,38 @@ def find_program(path, what):
     raise BenchError(f"{what} not found at '{path}' (nor under {repository_root()}): build it first: {BUILD_HINT}")
 
 
-def contender_env(contender):
+def parse_contenders(text):
+    """--contenders: comma-separated names from CONTENDERS (or CONTENDER_ALIASES), each run once, in order."""
+    names = []
+    for word in (w.strip().lower() for w in text.split(",")):
+        name = CONTENDER_ALIASES.get(word, word)
+        if not word or name in names:
+            continue
+        if name not in CONTENDERS:
+            raise argparse.ArgumentTypeError(f"unknown contender '{word}'; choose from "
+                                             f"{', '.join(list(CONTENDERS) + list(CONTENDER_ALIASES))}")
+        names.append(name)
+    if not names:
+        raise argparse.ArgumentTypeError("no contender given")
+    return tuple(names)
+
+
+def contender_env(name):
+    """The environment of a contender's process: qkgrad's is the inherited one. A PyTorch worker's
+    has no OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE (the OpenBLAS rule: its OpenBLAS detects the CPU
+    itself), and either no GLIBC_TUNABLES (out of the box) or the tuned OpenBLAS and glibc settings."""
+    c = CONTENDERS[name]
     env = dict(os.environ)
-    if contender == "torch-default":
-        env.pop("GLIBC_TUNABLES", None)
-    elif contender == "torch-tuned":
+    if c.program != "torch":
+        return env
+    for variable in OPENBLAS_FORCING:
+        env.pop(variable, None)
+    if c.tuned:
         old = env.get("LD_LIBRARY_PATH")
         env["LD_LIBRARY_PATH"] = OPENBLAS_OPENMP_DIR + (":" + old if old else "")
         env["GLIBC_TUNABLES"] = TUNED_GLIBC_TUNABLES
+    else:
+        env.pop("GLIBC_TUNABLES", None)
     return env
 
 
@@ -543,10 +659,13 @@ def run_json(command, env, timeout):
         raise RuntimeError(f"unreadable JSON from {' '.join(command)}: {e}\n{lines[-1]}") from None
 
 
-def contender_command(contender, o, qkgrad):
-    if contender == "qkgrad":
-        return [qkgrad, "--json"] + step_flags(o)
-    return [sys.executable, os.path.abspath(__file__), "torch-step", "--json"] + step_flags(o)
+def contender_command(name, o, qkgrad):
+    """qkgrad-bench or the torch-step worker, with the step options o at the contender's precision."""
+    c = CONTENDERS[name]
+    flags = step_flags(argparse.Namespace(**{**vars(o), "precision": c.precision}))
+    if c.program == "qkgrad":
+        return [qkgrad, "--json"] + flags
+    return [sys.executable, os.path.abspath(__file__), "torch-step", "--json"] + flags
 
 
 def recovered_flops(result):
@@ -571,21 +690,22 @@ def log(message):
 
 
 def run_config(config, o, args, qkgrad):
-    """--rounds rounds of the three contenders, alternating; returns {contender: [results]} and errors."""
-    runs = {c: [] for c in CONTENDERS}
+    """--rounds rounds of the contenders, alternating; returns {contender: [results]} and the failures
+    (a failed run is logged and recorded; the other contenders still run, in every round)."""
+    runs = {name: [] for name in args.contenders}
     errors = []
     for r in range(1, args.rounds + 1):
-        for contender in CONTENDERS:
+        for name in args.contenders:
             load = os.getloadavg()[0]  # recorded with the result: the machine may be shared
             try:
-                result, seconds = run_json(contender_command(contender, o, qkgrad), contender_env(contender), args.timeout)
-                result.update(round=r, wall_s=round(seconds, 1), load_average_before=load)
+                result, seconds = run_json(contender_command(name, o, qkgrad), contender_env(name), args.timeout)
             except RuntimeError as e:
-                errors.append(f"{config} round {r} {contender}: {e}")
-                log(f"[{config} {r}/{args.rounds}] {contender}: FAILED: {e}")
+                errors.append({"config": config, "contender": name, "round": r, "error": str(e)})
+                log(f"[{config} {r}/{args.rounds}] {name}: FAILED: {e}")
                 continue
-            runs[contender].append(result)
-            log(f"[{config} {r}/{args.rounds}] {contender:<13} {result['median_ms']:9.1f} ms/step "
+            result.update(contender=name, round=r, wall_s=round(seconds, 1), load_average_before=load)
+            runs[name].append(result)
+            log(f"[{config} {r}/{args.rounds}] {name:<16} {result['median_ms']:9.1f} ms/step "
                 f"{result['tgt_tokens_per_s']:9.0f} tok/s {result['gflops']:7.1f} GFLOP/s  ({seconds:.0f} s)")
     return runs, errors
 
@@ -601,6 +721,29 @@ def summarize(results, peak):
             "percent_of_peak": 100.0 * gflops / peak if peak else None,
             "peak_rss_mb": max(r["peak_rss_mb"] for r in results), "tokens_min": min(tokens), "tokens_max": max(tokens),
             "page_faults_per_step": median("page_faults_per_step"), "rounds": len(results)}
+
+
+def measure_peak(sgemm, precision, threads, timeout):
+    """The machine's peak GFLOP/s at precision and qkgrad-bench-sgemm's JSON: its best one-thread
+    product times the threads (an older sgemm: its best square product); (None, None) with a warning
+    where it has no such measurement (no --precision flag, a failure, another precision answered)."""
+    missing = f"no {precision} peak, the % of peak of the {precision} contenders stays n/a"
+    if precision != "f32" and not program_has_flag(sgemm, "--precision"):
+        log(f"warning: {missing}: {sgemm} has no --precision flag")
+        return None, None
+    try:
+        result, _ = run_json([sgemm, "--json", "--threads", str(threads)] + precision_flags(precision),
+                             dict(os.environ), timeout)
+    except RuntimeError as e:
+        log(f"warning: {missing}: {e}")
+        return None, None
+    if result.get("precision", "f32") != precision:
+        log(f"warning: {missing}: {sgemm} measured precision {result.get('precision', 'f32')}")
+        return None, None
+    peak = result.get("peak_gflops", result["sgemm_gflops"])
+    log(f"sgemm {precision}: best square product {result['sgemm_gflops']:.1f} GFLOP/s on {result.get('threads')} "
+        f"threads ({result.get('provider', 'openblas')}); peak {peak:.1f}")
+    return peak, result
 
 
 # ---- the report ----
@@ -619,83 +762,134 @@ def config_title(config, o):
             f"{flops_per_step(o) / 1e9:.1f} GFLOP per step")
 
 
-def config_table(summary):
-    q = summary["qkgrad"]
-    lines = ["| contender | ms/step | target tok/s (min–max) | GFLOP/s | % of peak | peak RSS MB "
-             "| page faults/step | qkgrad ÷ this (tok/s) |",
-             "|---|--:|--:|--:|--:|--:|--:|--:|"]
-    for contender in ("qkgrad", "torch-tuned", "torch-default"):
-        s = summary[contender]
+def config_table(summary, names, rounds):
+    lines = ["| contender | ms/step | target tok/s (min–max) | GFLOP/s | % of peak | peak RSS MB | page faults/step |",
+             "|---|--:|--:|--:|--:|--:|--:|"]
+    for name in names:
+        s, title = summary[name], CONTENDERS[name].title
         if s is None:
-            lines.append(f"| {TITLES[contender]} | failed | | | | | | |")
+            lines.append(f"| {title} | failed | | | | | |")
             continue
-        speedup = ratio(q["tgt_tokens_per_s"], s["tgt_tokens_per_s"]) if q else None
-        lines.append(f"| {TITLES[contender]} | {fmt(s['median_ms'], 1)} | {fmt(s['tgt_tokens_per_s'])} "
+        if s["rounds"] < rounds:
+            title += f" ({s['rounds']} of {rounds} rounds)"
+        lines.append(f"| {title} | {fmt(s['median_ms'], 1)} | {fmt(s['tgt_tokens_per_s'])} "
                      f"({fmt(s['tokens_min'])}–{fmt(s['tokens_max'])}) | {fmt(s['gflops'], 1)} "
-                     f"| {fmt(s['percent_of_peak'], 0, '%')} | {fmt(s['peak_rss_mb'])} | {fmt(s['page_faults_per_step'])} "
-                     f"| {fmt(speedup, 2, '×')} |")
+                     f"| {fmt(s['percent_of_peak'], 0, '%')} | {fmt(s['peak_rss_mb'])} | {fmt(s['page_faults_per_step'])} |")
     return "\n".join(lines)
 
 
-def summary_table(summaries):
-    lines = ["| config | qkgrad tok/s | torch tuned tok/s | torch default tok/s | qkgrad / tuned | qkgrad / default "
-             "| qkgrad % of peak | peak RSS MB: qkgrad / torch tuned |",
-             "|---|--:|--:|--:|--:|--:|--:|--:|"]
+def goal_ratios(names):
+    """The (numerator, denominator) contenders of the tokens/s ratios the project's goals are stated
+    in, among those run: qkgrad bf16 ÷ qkgrad f32, then qkgrad bf16 ÷ each PyTorch bf16 contender,
+    then qkgrad f32 ÷ each PyTorch f32 contender."""
+    pairs = [("qkgrad-bf16", "qkgrad")] if "qkgrad-bf16" in names and "qkgrad" in names else []
+    for q in ("qkgrad-bf16", "qkgrad"):
+        if q in names:
+            pairs += [(q, t) for t in names
+                      if CONTENDERS[t].program == "torch" and CONTENDERS[t].precision == CONTENDERS[q].precision]
+    return pairs
+
+
+def summary_table(summaries, names):
+    pairs = goal_ratios(names)
+    title = lambda name: CONTENDERS[name].title  # noqa: E731
+    lines = ["| config | " + " | ".join(f"{title(n)} tok/s" for n in names)
+             + "".join(f" | {title(a)} ÷ {title(b)}" for a, b in pairs) + " |",
+             "|---|" + "--:|" * (len(names) + len(pairs))]
     for config, s in summaries.items():
-        q, t, d = s["qkgrad"], s["torch-tuned"], s["torch-default"]
-        tok = lambda x: x["tgt_tokens_per_s"] if x else None  # noqa: E731
-        rss = lambda x: x["peak_rss_mb"] if x else None  # noqa: E731
-        lines.append(f"| {config} | {fmt(tok(q))} | {fmt(tok(t))} | {fmt(tok(d))} | {fmt(ratio(tok(q), tok(t)), 2, '×')} "
-                     f"| {fmt(ratio(tok(q), tok(d)), 2, '×')} | {fmt(q and q['percent_of_peak'], 0, '%')} "
-                     f"| {fmt(rss(q))} / {fmt(rss(t))} ({fmt(ratio(rss(q), rss(t)), 2, '×')}) |")
+        tok = lambda name: s[name]["tgt_tokens_per_s"] if s[name] else None  # noqa: E731
+        lines.append(f"| {config} | " + " | ".join(fmt(tok(n)) for n in names)
+                     + "".join(f" | {fmt(ratio(tok(a), tok(b)), 2, '×')}" for a, b in pairs) + " |")
     return "\n".join(lines)
 
 
-def blas_lines(all_runs):
-    """What the torch workers said about their BLAS and environment (one line per distinct answer)."""
+def environment_line():
+    """What the environment sets for OpenBLAS, and what the contenders make of it (the OpenBLAS rule)."""
+    forced = [f"{k}={os.environ[k]}" for k in OPENBLAS_FORCING if k in os.environ]
+    if forced:
+        return (f"The environment sets {', '.join(forced)}: kept for qkgrad, removed for every PyTorch worker, "
+                "whose OpenBLAS picks its kernels itself (the OpenBLAS rule, in this script's header).")
+    return f"The environment sets neither {' nor '.join(OPENBLAS_FORCING)}: every OpenBLAS picks its kernels itself."
+
+
+def blas_lines(all_runs, names):
+    """What the torch workers said about their BLAS, precision and environment (one line per distinct answer)."""
     lines = []
-    for contender in ("torch-default", "torch-tuned"):
+    torch_names = [n for n in names if CONTENDERS[n].program == "torch"]
+    for name in torch_names:
         seen = []
         for runs in all_runs.values():
-            for r in runs[contender]:
+            for r in runs[name]:
                 env = r.get("env", {})
-                text = (f"{describe_blas(r)}; LD_LIBRARY_PATH={env.get('LD_LIBRARY_PATH') or '(unset)'}; "
-                        f"GLIBC_TUNABLES={env.get('GLIBC_TUNABLES') or '(unset)'}")
+                ran_with = ", ".join(f"{k}={env.get(k) or '(unset)'}"
+                                     for k in ("LD_LIBRARY_PATH", "GLIBC_TUNABLES") + OPENBLAS_FORCING)
+                text = (f"{describe_blas(r)}; {describe_precision(r)}; PyTorch's own CPU kernels: "
+                        f"{r.get('cpu_capability') or '?'}; ran with {ran_with}")
                 if text not in seen:
                     seen.append(text)
         for text in seen or ["no successful run"]:
-            lines.append(f"- {TITLES[contender]}: {text}")
-    tuned = [r for runs in all_runs.values() for r in runs["torch-tuned"]]
+            lines.append(f"- {CONTENDERS[name].title}: {text}")
+    results = {name: [r for runs in all_runs.values() for r in runs[name]] for name in torch_names}
+    if any(r.get("env", {}).get(k) for rs in results.values() for r in rs for k in OPENBLAS_FORCING):
+        lines.append(f"- WARNING: a PyTorch worker ran with {' or '.join(OPENBLAS_FORCING)} set")
+    tuned = [r for name in torch_names if CONTENDERS[name].tuned for r in results[name]]
     if tuned and not all(r.get("openblas", {}).get("parallel") == "OpenMP" for r in tuned):
         lines.append("- WARNING: the tuned worker did not load the OpenMP build of OpenBLAS "
                      f"(is {OPENBLAS_OPENMP_DIR} installed? apt-get install libopenblas0-openmp)")
-    default = [r for runs in all_runs.values() for r in runs["torch-default"]]
-    if default and tuned and {describe_blas(r) for r in default} == {describe_blas(r) for r in tuned}:
+    if any(not r.get("onednn", True) for name in torch_names if CONTENDERS[name].precision == "bf16"
+           for r in results[name]):
+        lines.append("- Note: this PyTorch has no oneDNN (mkldnn), which its bf16 matrix products on the CPU use.")
+    default, tuned_f32 = results.get("torch"), results.get("torch-tuned")
+    if default and tuned_f32 and {describe_blas(r) for r in default} == {describe_blas(r) for r in tuned_f32}:
         lines.append("- Note: out of the box, PyTorch already loads the same BLAS here (the system's libblas.so.3 "
                      "alternative points to it), so on this machine the tuned run differs only by GLIBC_TUNABLES.")
     return lines
 
 
-def check_lines(all_runs, options):
-    """Consistency checks on every result: the FLOP formula, the parameter list, a finite loss.
+def check_lines(all_runs, options, names):
+    """Consistency checks on every result: each qkgrad contender's FLOPs against the formula, the
+    PyTorch parameter list, a finite loss, autocast's dtypes, the precision each run reports.
 
     Returns (lines, all passed)."""
     lines, passed = [], True
+    qkgrad_names = [n for n in names if CONTENDERS[n].program == "qkgrad"]
+    torch_names = [n for n in names if CONTENDERS[n].program == "torch"]
     for config, runs in all_runs.items():
         o = options[config]
-        flops_ok = all(flop_formula_agrees(r, o) for r in runs["qkgrad"])
-        torch_runs = runs["torch-default"] + runs["torch-tuned"]
-        model_ok = all(r.get("matches_checkpoint_md") for r in torch_runs)
-        loss_ok = all(r.get("final_loss") is not None and math.isfinite(r["final_loss"]) for r in torch_runs)
-        count = parameter_count(expected_parameters(o))
-        lines.append(f"- {config}: qkgrad's gflops × median_ms {'agrees' if flops_ok else 'DISAGREES'} with this "
-                     f"script's FLOP formula ({flops_per_step(o) / 1e9:.3f} GFLOP/step); PyTorch's parameters "
-                     f"{'match' if model_ok else 'DO NOT match'} docs/checkpoint.md ({count:,}); "
-                     f"PyTorch's loss {'finite' if loss_ok else 'NOT FINITE'}")
-        if not (flops_ok and model_ok and loss_ok):
-            lines[-1] += "  ← CHECK FAILED"
-            passed = False
+        torch_runs = [r for n in torch_names for r in runs[n]]
+        autocast_runs = [r for n in torch_names if CONTENDERS[n].precision == "bf16" for r in runs[n]]
+        checks = []
+        if qkgrad_names:
+            checks.append((all(flop_formula_agrees(r, o) for n in qkgrad_names for r in runs[n]),
+                           f"gflops × median_ms of {', '.join(CONTENDERS[n].title for n in qkgrad_names)} agrees "
+                           f"with this script's FLOP formula ({flops_per_step(o) / 1e9:.3f} GFLOP/step)"))
+        if torch_names:
+            checks.append((all(r.get("matches_checkpoint_md") for r in torch_runs),
+                           f"PyTorch's parameters match docs/checkpoint.md ({parameter_count(expected_parameters(o)):,})"))
+            checks.append((all(r.get("final_loss") is not None and math.isfinite(r["final_loss"]) for r in torch_runs),
+                           "PyTorch's loss is finite"))
+        if autocast_runs:
+            checks.append((all(r.get("autocast", {}).get("logits_dtype") == "bfloat16"
+                               and r["autocast"].get("loss_dtype") == "float32" for r in autocast_runs),
+                           "PyTorch's autocast gave bfloat16 logits and a float32 loss"))
+        checks.append((all(r.get("precision", "f32") == CONTENDERS[n].precision for n in names for r in runs[n]),
+                       "every run reports the precision it was asked for"))
+        good = all(ok for ok, _ in checks)
+        passed = passed and good
+        lines.append(f"- {config}: " + "; ".join(text if ok else f"NOT: {text}" for ok, text in checks)
+                     + ("" if good else "  ← CHECK FAILED"))
     return lines, passed
+
+
+def failure_lines(errors):
+    """One line per config, contender and reason: the same refusal in every round is said once."""
+    grouped = {}
+    for e in errors:
+        lines = [line.strip() for line in e["error"].splitlines() if line.strip()]
+        reason = lines[0] + (f" — {lines[-1]}" if len(lines) > 1 else "")
+        grouped.setdefault((e["config"], e["contender"], reason), []).append(str(e["round"]))
+    return [f"- FAILED: config {config}, {CONTENDERS[name].title}, round{'s' if len(rounds) > 1 else ''} "
+            f"{', '.join(rounds)}: {reason}" for (config, name, reason), rounds in grouped.items()]
 
 
 def machine_line():
@@ -711,16 +905,25 @@ def machine_line():
 def run_driver(argv):
     parser = argparse.ArgumentParser(
         prog="compare_torch.py", description="Time qkgrad's and PyTorch's training step of the same Seq2SeqTransformer, "
-                                             "alternating, and print the ratios per config (see the file's header).",
-        epilog="Subcommands: 'torch-step [flags]' (one PyTorch measurement, qkgrad-bench's flags; --device cuda on "
-               "the GPU), 'gpu' (qkgrad-bench and PyTorch on the GPU, alternating), "
+                                             "float32 and bf16 mixed precision, alternating, and print the ratios per "
+                                             "config (see the file's header).",
+        epilog="Contenders: qkgrad (qkgrad-bench, f32), qkgrad-bf16 (qkgrad-bench --precision bf16), torch "
+               "(alias torch-default: this script's worker, f32), torch-bf16 (the worker under "
+               "torch.autocast(dtype=bfloat16)), torch-tuned and torch-tuned-bf16 (the worker with the OpenMP "
+               f"OpenBLAS and GLIBC_TUNABLES). Every PyTorch worker runs without {' and '.join(OPENBLAS_FORCING)} "
+               "(qkgrad keeps them). "
+               "Subcommands: 'torch-step [flags]' (one PyTorch measurement, qkgrad-bench's flags; --precision bf16 for "
+               "autocast; --device cuda on the GPU), 'gpu' (qkgrad-bench and PyTorch on the GPU, alternating), "
                "'check' (is the PyTorch step the same as qkgrad's?), 'attention [--shape B,H,T,d]' (the fused "
                "attention op against PyTorch's composed version, forward + backward).")
     parser.add_argument("--configs", default="A,B,C", help="comma-separated configs from A, B, C (default all)")
+    parser.add_argument("--contenders", type=parse_contenders, default=",".join(DEFAULT_CONTENDERS),
+                        help=f"comma-separated, run in this order each round, from {', '.join(CONTENDERS)} "
+                             f"(torch-default = torch); default {','.join(DEFAULT_CONTENDERS)}")
     parser.add_argument("--rounds", type=at_least(1), default=3, metavar="N", help="rounds per config (default 3)")
     parser.add_argument("--steps", type=at_least(1), default=10, metavar="N", help="timed steps per run (default 10)")
     parser.add_argument("--warmup-steps", type=at_least(0), default=2, metavar="N", help="untimed steps first (default 2)")
-    parser.add_argument("--threads", type=at_least(1), default=2, metavar="N", help="threads for both (default 2)")
+    parser.add_argument("--threads", type=at_least(1), default=2, metavar="N", help="threads for all (default 2)")
     parser.add_argument("--attn", choices=["qknorm", "scaled_dot"], default="qknorm")
     parser.add_argument("--dropout", type=probability, default=0.0, metavar="P")
     parser.add_argument("--qkgrad", default="build/bench/qkgrad-bench", metavar="PATH", help="the qkgrad-bench binary")
@@ -732,65 +935,75 @@ def run_driver(argv):
     unknown = [c for c in configs if c not in CONFIGS]
     if unknown or not configs:
         parser.error(f"--configs: unknown config(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(CONFIGS)}")
+    names = args.contenders
+    titles = [CONTENDERS[n].title for n in names]
 
-    qkgrad = find_program(args.qkgrad, "qkgrad-bench")
+    uses = {CONTENDERS[n].program for n in names}
+    qkgrad = find_program(args.qkgrad, "qkgrad-bench") if "qkgrad" in uses else None
     import importlib.util
-    if importlib.util.find_spec("torch") is None:
+    if "torch" in uses and importlib.util.find_spec("torch") is None:
         raise BenchError(TORCH_HINT)
-    sgemm_path = args.sgemm or os.path.join(os.path.dirname(qkgrad), "qkgrad-bench-sgemm")
-    sgemm = None
+    # The peak of each precision run: qkgrad-bench-sgemm's best one-thread product × the threads.
+    sgemm_path = args.sgemm or os.path.join(os.path.dirname(args.qkgrad), "qkgrad-bench-sgemm")
+    peaks, sgemm = {}, {}
+    precisions = [p for p in PRECISIONS if any(CONTENDERS[n].precision == p for n in names)]
     try:
-        sgemm, _ = run_json([find_program(sgemm_path, "qkgrad-bench-sgemm"), "--json", "--threads", str(args.threads)],
-                            dict(os.environ), args.timeout)
-        log(f"sgemm: best square product {sgemm['sgemm_gflops']:.1f} GFLOP/s on {sgemm.get('threads')} threads "
-            f"({sgemm.get('provider', 'openblas')}); peak {sgemm.get('peak_gflops', sgemm['sgemm_gflops']):.1f}")
-    except (BenchError, RuntimeError) as e:
-        log(f"warning: no sgemm peak, the % of peak columns stay empty: {e}")
-    # The machine's peak: the best one-thread sgemm times the threads (older qkgrad-bench-sgemm:
-    # its best square product).
-    peak = sgemm.get("peak_gflops", sgemm["sgemm_gflops"]) if sgemm else None
+        sgemm_program = find_program(sgemm_path, "qkgrad-bench-sgemm")
+    except BenchError as e:
+        sgemm_program = None
+        log(f"warning: no peak, the % of peak columns stay n/a: {e}")
+    for precision in precisions:
+        peaks[precision], sgemm[precision] = (measure_peak(sgemm_program, precision, args.threads, args.timeout)
+                                              if sgemm_program else (None, None))
 
     started, load_before = time.strftime("%Y-%m-%d %H:%M:%S"), os.getloadavg()
     options, all_runs, summaries, errors = {}, {}, {}, []
     for config in configs:
         o = options[config] = step_options(config, args)
-        log(f"config {config}: {args.rounds} round(s) of {' / '.join(CONTENDERS)}, {args.steps} steps each")
+        log(f"config {config}: {args.rounds} round(s) of {' / '.join(names)}, {args.steps} steps each")
         all_runs[config], failed = run_config(config, o, args, qkgrad)
         errors += failed
-        summaries[config] = {c: summarize(all_runs[config][c], peak) for c in CONTENDERS}
+        summaries[config] = {n: summarize(all_runs[config][n], peaks.get(CONTENDERS[n].precision)) for n in names}
     load_after = os.getloadavg()
 
-    gemm = sorted({r.get("gemm", "openblas") for runs in all_runs.values() for r in runs["qkgrad"]}) or ["?"]
-    torch_version = next((r["torch_version"] for runs in all_runs.values() for c in CONTENDERS[1:] for r in runs[c]), "?")
-    print(f"# qkgrad vs PyTorch {torch_version}: one training step\n")
+    qkgrad_runs = [r for runs in all_runs.values() for n in names if CONTENDERS[n].program == "qkgrad" for r in runs[n]]
+    gemm = sorted({r.get("gemm", "openblas") for r in qkgrad_runs}) or ["?"]
+    torch_version = next((r["torch_version"] for runs in all_runs.values() for n in names
+                          if CONTENDERS[n].program == "torch" for r in runs[n]), "?")
+    print(f"# qkgrad vs PyTorch {torch_version}: one training step, float32 and bf16 mixed precision\n")
     rounds = f"{args.rounds} round{'s' if args.rounds > 1 else ''}"
-    print(f"{machine_line()}; {args.threads} threads each; {rounds} of qkgrad / torch default / torch tuned, "
+    peak_text = ", ".join(f"{p} {fmt(peaks[p], 1)}" for p in precisions)
+    print(f"{machine_line()}; {args.threads} threads each; {rounds} of {' / '.join(titles)}, "
           f"alternating, {args.steps} timed steps after {args.warmup_steps} warm-up per run; medians over the rounds. "
-          f"Peak {fmt(peak, 1)} GFLOP/s (the best one-thread sgemm × threads); qkgrad's float32 GEMM: "
-          f"{', '.join(gemm)}. Started {started}; load average {load_before[0]:.2f} before, "
-          f"{load_after[0]:.2f} after.\n")
-    print("BLAS and environment of the PyTorch workers:")
-    print("\n".join(blas_lines(all_runs)) + "\n")
+          f"Peak GFLOP/s (qkgrad-bench-sgemm: the best one-thread product × threads): {peak_text}; each contender's "
+          f"% of peak is against its precision's. qkgrad's float32 GEMM: {', '.join(gemm)}. Started {started}; "
+          f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after.\n")
+    print(environment_line() + "\n")
+    if "torch" in uses:
+        print("BLAS, precision and environment of the PyTorch workers:")
+        print("\n".join(blas_lines(all_runs, names)) + "\n")
     for config in configs:
         print(f"## {config_title(config, options[config])}\n")
-        print(config_table(summaries[config]))
+        print(config_table(summaries[config], names, args.rounds))
         loads = [r["load_average_before"] for runs in all_runs[config].values() for r in runs]
         if loads:
             print(f"\n1-minute load average at the start of the runs: {min(loads):.2f}–{max(loads):.2f} "
                   f"({os.cpu_count()} CPUs; a load near or above the CPU count means the runs shared the machine)")
         print()
-    print("## Summary (target tokens per second, medians)\n")
-    print(summary_table(summaries) + "\n")
-    checks, checks_passed = check_lines(all_runs, options)
+    print("## Summary (target tokens per second, medians; a ratio above 1: the first is faster)\n")
+    print(summary_table(summaries, names) + "\n")
+    checks, checks_passed = check_lines(all_runs, options, names)
     print("Checks:")
     print("\n".join(checks))
-    for error in errors:
-        print(f"- FAILED RUN: {error.splitlines()[0]}")
+    failures = failure_lines(errors)
+    if failures:
+        print("\n".join(failures))
     if args.json:
         raw = {"started": started, "machine": machine_line(), "load_average": [load_before, load_after],
-               "settings": vars(args), "sgemm": sgemm, "configs": {
-                   c: {"options": vars(options[c]), "flops_per_step": flops_per_step(options[c]),
-                       "runs": all_runs[c], "summary": summaries[c]} for c in configs}, "errors": errors}
+               "settings": vars(args), "contenders": {n: CONTENDERS[n]._asdict() for n in names},
+               "environment": {k: os.environ.get(k) for k in OPENBLAS_FORCING}, "peaks": peaks, "sgemm": sgemm,
+               "configs": {c: {"options": vars(options[c]), "flops_per_step": flops_per_step(options[c]),
+                               "runs": all_runs[c], "summary": summaries[c]} for c in configs}, "errors": errors}
         with open(args.json, "w") as f:
             json.dump(raw, f, indent=1)
         log(f"raw results written to {args.json}")
@@ -824,6 +1037,9 @@ def run_check(argv):
     qkgrad = find_program(args.qkgrad, "qkgrad-bench")
     torch = import_torch()
     ok = True
+    bf16_flag = program_has_flag(qkgrad, "--precision")
+    if not bf16_flag:
+        print(f"note  {qkgrad} has no --precision flag: its bf16 step is not checked")
 
     def verdict(good, text):
         nonlocal ok
@@ -845,6 +1061,16 @@ def run_check(argv):
             verdict(flop_formula_agrees(result, o),
                     f"{name}: qkgrad-bench's gflops × median_ms = {value:,.0f} ± {bound:,.0f} FLOP/step, "
                     f"this script's formula {formula:,.0f}")
+            if bf16_flag:  # the bf16 contender times the same products (in bf16): the same count
+                try:
+                    result, _ = run_json([qkgrad, "--json"] + step_flags(o) + precision_flags("bf16"),
+                                         dict(os.environ), 600)
+                    value, bound = recovered_flops(result)
+                    verdict(flop_formula_agrees(result, o) and result.get("precision") == "bf16",
+                            f"{name}: qkgrad-bench --precision bf16 ({result.get('precision')}): gflops × median_ms "
+                            f"= {value:,.0f} ± {bound:,.0f} FLOP/step, the formula {formula:,.0f}")
+                except RuntimeError as e:
+                    verdict(False, f"{name}: qkgrad-bench --precision bf16 failed: {e}")
             torch.set_num_threads(1)
             executed = profiled_matmul_flops(torch, o)
             verdict(executed == formula, f"{name}: PyTorch executes {executed:,} FLOP of matrix products "
@@ -859,10 +1085,14 @@ def run_check(argv):
             verdict(shapes == expected and count == expected_count,
                     f"{name}: PyTorch has {len(shapes)} tensors, {count:,} parameters; docs/checkpoint.md's list "
                     f"{len(expected)} tensors, {expected_count:,}{detail}")
-    bench = TorchStep(torch, argparse.Namespace(**CHECK_CONFIGS[0], attn="qknorm", dropout=0.0))
-    losses = [bench.step() for _ in range(5)]
-    verdict(all(map(math.isfinite, losses)) and losses[-1] < losses[0],
-            f"PyTorch's step trains: loss {' → '.join(f'{x:.4f}' for x in losses)} (ln V = {math.log(700):.4f})")
+    for precision in PRECISIONS:
+        bench = TorchStep(torch, argparse.Namespace(**CHECK_CONFIGS[0], attn="qknorm", dropout=0.0, precision=precision))
+        losses = [bench.step() for _ in range(5)]
+        logits, loss = bench.dtypes
+        verdict(all(map(math.isfinite, losses)) and losses[-1] < losses[0]
+                and (logits, loss) == (("bfloat16" if precision == "bf16" else "float32"), "float32"),
+                f"PyTorch's {'autocast bf16' if precision == 'bf16' else 'float32'} step trains: loss "
+                f"{' → '.join(f'{x:.4f}' for x in losses)} (ln V = {math.log(700):.4f}); logits {logits}, loss {loss}")
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 
@@ -911,11 +1141,15 @@ def torch_attention_worker(argv):
     return 0
 
 
+ATTENTION_CONTENDERS = ("qkgrad", "torch", "torch-tuned")  # all float32
+
+
 def run_attention(argv):
     parser = argparse.ArgumentParser(
         prog="compare_torch.py attention",
         description="The fused attention op (qkgrad-bench-attention) against PyTorch's composed version, forward + "
-                    "backward, alternating qkgrad / torch default / torch tuned for --rounds rounds.")
+                    "backward, float32, alternating qkgrad / torch / torch-tuned for --rounds rounds (PyTorch "
+                    f"without {' and '.join(OPENBLAS_FORCING)}, as in the driver).")
     parser.add_argument("--shape", default="16,8,64,64", help="B,H,T,d (default 16,8,64,64)")
     parser.add_argument("--causal", choices=["yes", "no"], default="no")
     parser.add_argument("--mode", choices=["qknorm", "scaled_dot"], default="qknorm")
@@ -933,25 +1167,26 @@ def run_attention(argv):
     flags = ["--shape", args.shape, "--causal", args.causal, "--mode", args.mode, "--reps", str(args.reps),
              "--threads", str(args.threads)]
     commands = {"qkgrad": [qkgrad, "--json"] + flags,
-                "torch-default": [sys.executable, os.path.abspath(__file__), "torch-attention"] + flags,
+                "torch": [sys.executable, os.path.abspath(__file__), "torch-attention"] + flags,
                 "torch-tuned": [sys.executable, os.path.abspath(__file__), "torch-attention"] + flags}
-    times = {c: [] for c in CONTENDERS}
+    times = {c: [] for c in ATTENTION_CONTENDERS}
     for r in range(1, args.rounds + 1):
-        for contender in CONTENDERS:
+        for contender in ATTENTION_CONTENDERS:
             try:
                 result, _ = run_json(commands[contender], contender_env(contender), 600)
             except RuntimeError as e:
                 raise BenchError(f"attention round {r} {contender}: {e}") from None
             times[contender].append(result["train_ms"])
             log(f"[attention {r}/{args.rounds}] {contender:<13} {result['train_ms']:8.2f} ms forward + backward")
-    med = {c: statistics.median(times[c]) for c in CONTENDERS}
+    med = {c: statistics.median(times[c]) for c in ATTENTION_CONTENDERS}
     print(f"# Fused {args.mode} attention vs PyTorch's composed version: forward + backward\n")
     print(f"{machine_line()}; B, H, T, d = {B}, {H}, {T}, {d}; causal {args.causal}; float32; {args.threads} threads; "
           f"{args.rounds} rounds alternating, each the median of {args.reps} repetitions; medians over the rounds.\n")
     print("| contender | ms (median) | min–max over rounds | qkgrad's speed-up over it |")
     print("|---|--:|--:|--:|")
-    for c in CONTENDERS:
-        print(f"| {TITLES[c]} | {med[c]:.2f} | {min(times[c]):.2f}–{max(times[c]):.2f} | {med[c] / med['qkgrad']:.2f}× |")
+    for c in ATTENTION_CONTENDERS:
+        print(f"| {CONTENDERS[c].title} | {med[c]:.2f} | {min(times[c]):.2f}–{max(times[c]):.2f} "
+              f"| {med[c] / med['qkgrad']:.2f}× |")
     return 0
 
 

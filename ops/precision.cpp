@@ -23,11 +23,16 @@ MixedPrecision::~MixedPrecision() {
 
 Tensor bf16_operand(const Tensor& t) {
   NoGradGuard no_grad;
-  if (g_guard == nullptr || !t.is_leaf() || !t.requires_grad()) return t.to(DType::bf16);
-  auto [entry, made] = g_guard->weights_.try_emplace(t.impl());
-  MixedPrecision::Rounded& r = entry->second;
-  if (made || r.version != t.version()) r = {t, t.version(), t.to(DType::bf16)};
-  return r.copy;
+  if (g_guard == nullptr) return t.to(DType::bf16);
+  auto& cache = g_guard->rounded_;
+  MixedPrecision::Rounded& r = cache[t.impl()];
+  if (!r.source.expired() && r.version == t.version()) {
+    if (std::shared_ptr<TensorImpl> copy = r.copy.lock()) return Tensor(std::move(copy));
+  }
+  const Tensor copy = t.to(DType::bf16);
+  const bool weight = t.is_leaf() && t.requires_grad();
+  r = {t.impl_ptr(), t.version(), copy.impl_ptr(), weight ? copy : Tensor()};
+  return copy;
 }
 
 Precision parse_precision(const std::string& name) {

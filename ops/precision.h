@@ -3,9 +3,9 @@
 //
 //   op                                         under MixedPrecision(Precision::bf16)
 //   ------------------------------------------ ------------------------------------------------
-//   linear: attention projections, feed-      bf16 operands (x rounded once per call, W once
-//     forward layers, the output logits        per guard: bf16_operand), f32 accumulation,
-//                                              f32 result; backward the same
+//   linear: attention projections, feed-      bf16 operands (each x and W rounded once per
+//     forward layers, the output logits        guard: bf16_operand), f32 accumulation and
+//                                              result; backward the same
 //                                              with dY rounded once (ops/linear.cpp); f32 grads
 //   matmul_bf16                                always bf16 (it is the explicit form)
 //   attention (the fused op: QKᵀ, softmax, PV) f32 (its products in bf16: not yet)
@@ -18,6 +18,7 @@
 // run after the guard is gone.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <unordered_map>
 
@@ -32,7 +33,9 @@ Precision linear_precision();
 
 // Sets the precision for the guard's lifetime (nested guards restore the outer one). A training
 // step holds one guard around all its forwards (every micro-batch of --accumulate), so that a
-// weight used by several forwards, or twice in one, is rounded once per step.
+// weight used by several forwards, or twice in one, is rounded once per step, and an activation
+// read by several linear layers (x by the q, k and v projections; the encoder's output by every
+// decoder layer's k and v) is rounded once, its one copy saved for all their backwards.
 class MixedPrecision {
  public:
   explicit MixedPrecision(Precision precision);
@@ -43,18 +46,20 @@ class MixedPrecision {
  private:
   friend Tensor bf16_operand(const Tensor& t);
   struct Rounded {
-    Tensor source;     // held, so that its address is not reused while the entry lives
-    uint64_t version;  // the source's storage version when rounded (an in-place update bumps it)
-    Tensor copy;       // bf16
+    std::weak_ptr<TensorImpl> source;  // expired: its address may belong to another tensor now
+    uint64_t version = 0;              // the source's storage version when rounded
+    std::weak_ptr<TensorImpl> copy;    // bf16; alive while a backward saves it (or `held` does)
+    Tensor held;                       // a weight's copy, kept for the whole guard
   };
   Precision saved_;
   MixedPrecision* outer_;
-  std::unordered_map<const TensorImpl*, Rounded> weights_;  // leaves that require grad
+  std::unordered_map<const TensorImpl*, Rounded> rounded_;
 };
 
-// `t` rounded to bf16, without recording (the caller's op records its own backward). A weight
-// (a leaf that requires grad) is rounded once per innermost guard and version, and the copy is
-// reused; any other tensor is rounded on every call.
+// `t` rounded to bf16, without recording (the caller's op records its own backward), once per
+// innermost guard and storage version (an in-place update bumps it): a weight's copy (a leaf
+// that requires grad) is kept until the guard ends; any other tensor's copy is reused while
+// something (a backward) still holds it. Outside a guard: rounded on every call.
 Tensor bf16_operand(const Tensor& t);
 
 Precision parse_precision(const std::string& name);  // "f32" or "bf16"; else an Error naming them
