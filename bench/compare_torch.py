@@ -768,7 +768,7 @@ def config_table(summary, names, rounds):
     for name in names:
         s, title = summary[name], CONTENDERS[name].title
         if s is None:
-            lines.append(f"| {title} | failed | | | | | |")
+            lines.append(f"| {title} | failed (see FAILED below) | | | | | |")
             continue
         if s["rounds"] < rounds:
             title += f" ({s['rounds']} of {rounds} rounds)"
@@ -850,12 +850,14 @@ def check_lines(all_runs, options, names):
     """Consistency checks on every result: each qkgrad contender's FLOPs against the formula, the
     PyTorch parameter list, a finite loss, autocast's dtypes, the precision each run reports.
 
+    A contender without a successful run is left out (its failure is reported on its own line).
     Returns (lines, all passed)."""
     lines, passed = [], True
-    qkgrad_names = [n for n in names if CONTENDERS[n].program == "qkgrad"]
-    torch_names = [n for n in names if CONTENDERS[n].program == "torch"]
     for config, runs in all_runs.items():
         o = options[config]
+        ran = [n for n in names if runs[n]]
+        qkgrad_names = [n for n in ran if CONTENDERS[n].program == "qkgrad"]
+        torch_names = [n for n in ran if CONTENDERS[n].program == "torch"]
         torch_runs = [r for n in torch_names for r in runs[n]]
         autocast_runs = [r for n in torch_names if CONTENDERS[n].precision == "bf16" for r in runs[n]]
         checks = []
@@ -872,8 +874,11 @@ def check_lines(all_runs, options, names):
             checks.append((all(r.get("autocast", {}).get("logits_dtype") == "bfloat16"
                                and r["autocast"].get("loss_dtype") == "float32" for r in autocast_runs),
                            "PyTorch's autocast gave bfloat16 logits and a float32 loss"))
-        checks.append((all(r.get("precision", "f32") == CONTENDERS[n].precision for n in names for r in runs[n]),
-                       "every run reports the precision it was asked for"))
+        if ran:
+            checks.append((all(r.get("precision", "f32") == CONTENDERS[n].precision for n in ran for r in runs[n]),
+                           "every run reports the precision it was asked for"))
+        else:
+            checks.append((False, "any contender ran"))
         good = all(ok for ok, _ in checks)
         passed = passed and good
         lines.append(f"- {config}: " + "; ".join(text if ok else f"NOT: {text}" for ok, text in checks)
@@ -970,7 +975,8 @@ def run_driver(argv):
     gemm = sorted({r.get("gemm", "openblas") for r in qkgrad_runs}) or ["?"]
     torch_version = next((r["torch_version"] for runs in all_runs.values() for n in names
                           if CONTENDERS[n].program == "torch" for r in runs[n]), "?")
-    print(f"# qkgrad vs PyTorch {torch_version}: one training step, float32 and bf16 mixed precision\n")
+    kinds = " and ".join({"f32": "float32", "bf16": "bf16 mixed precision"}[p] for p in precisions)
+    print(f"# qkgrad vs PyTorch {torch_version}: one training step, {kinds}\n")
     rounds = f"{args.rounds} round{'s' if args.rounds > 1 else ''}"
     peak_text = ", ".join(f"{p} {fmt(peaks[p], 1)}" for p in precisions)
     print(f"{machine_line()}; {args.threads} threads each; {rounds} of {' / '.join(titles)}, "
