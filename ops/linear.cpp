@@ -39,7 +39,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tensor y = Tensor::empty(Shape(out_dims), x.dtype(), x.device());  // [..., out]
   Backend& be = backend(x.device());
   // Mixed precision: the operands' bf16 copies, made once, used by the forward and the backward.
-  const bool mixed = linear_precision() == Precision::bf16 && x.dtype() == DType::f32 && x.device() == Device::cpu;
+  const bool mixed = linear_precision() == Precision::bf16 && x.dtype() == DType::f32;
   Tensor xs = x, ws = weight;
   if (mixed) {
     xs = bf16_operand(x);       // [..., in]

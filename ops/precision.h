@@ -13,9 +13,10 @@
 //     embeddings, the optimizer                mantissa; the master weights and Adam's moments
 //                                              stay f32 (docs/autodiff.md, Mixed precision)
 //
-// Outside a guard (and for f64 tensors, and on CUDA for now) every op computes in its inputs'
-// dtype. The decision is made in the forward and kept by the op's backward, so backward() may
-// run after the guard is gone.
+// The same policy on both backends: oneDNN's bf16 matmul on the CPU (AVX512_BF16 or AMX),
+// cuBLAS's bf16 GEMMs (cublasGemmEx, tensor cores) on CUDA. Outside a guard (and for f64
+// tensors) every op computes in its inputs' dtype. The decision is made in the forward and kept
+// by the op's backward, so backward() may run after the guard is gone.
 #pragma once
 
 #include <memory>

@@ -42,6 +42,7 @@
 #include "ops/checks/op_cases.h"
 #include "ops/op_table.h"
 #include "ops/ops.h"
+#include "ops/precision.h"
 #include "toy_seq2seq.h"
 
 using namespace qkgrad;
@@ -299,6 +300,44 @@ TEST_CASE("cuda: host <-> device round trip, fill and dtype conversion", "[cuda]
   CHECK(dev.to(DType::f32).to(Device::cpu).to_vector() == host.to_vector());
   CHECK(dev.to(DType::bf16).to(Device::cpu).to_vector() == host.to(DType::bf16).to_vector());  // same rounding
   CHECK(Tensor::full({3}, 2.5, DType::f32, kGpu).to_vector() == std::vector<double>{2.5, 2.5, 2.5});
+}
+
+TEST_CASE("cuda: mixed precision (bf16 products on cuBLAS) equals the CPU's: linear with a bias and matmul_bf16, "
+          "forward and backward", "[cuda][bf16]") {
+  if (skip_without_gpu()) return;
+  Generator gen(21);
+  // Shapes with a batch, a transposed operand and a k past cuBLAS's tile sizes.
+  const Tensor x0 = Tensor::randn({3, 37, 70}, gen), w0 = Tensor::randn({45, 70}, gen), b0 = Tensor::randn({45}, gen);
+  const Tensor up = Tensor::randn({3, 37, 45}, gen);
+  auto run = [&](Device device) {
+    Tensor x = x0.to(device).requires_grad_(), w = w0.to(device).requires_grad_(), b = b0.to(device).requires_grad_();
+    Tensor y, z;
+    {
+      const MixedPrecision guard(Precision::bf16);
+      y = linear(x, w, b);                    // [3, 37, 45]
+      z = matmul_bf16(x, w, false, true);     // [3, 37, 45], the explicit form
+    }
+    sum(y * up.to(device) + z * up.to(device)).backward();
+    return std::vector<Tensor>{y.detach().to(Device::cpu), z.detach().to(Device::cpu), x.grad().to(Device::cpu),
+                               w.grad().to(Device::cpu), b.grad().to(Device::cpu)};
+  };
+  auto max_abs_diff = [](const Tensor& a, const Tensor& b) {
+    const std::vector<double> u = a.to_vector(), v = b.to_vector();
+    REQUIRE(u.size() == v.size());
+    double worst = 0;
+    for (std::size_t i = 0; i < u.size(); ++i) worst = std::max(worst, std::fabs(u[i] - v[i]));
+    return worst;
+  };
+  auto max_abs = [&](const Tensor& a) { return max_abs_diff(a, Tensor::zeros(a.shape(), a.dtype())); };
+  const auto gpu = run(kGpu), cpu = run(Device::cpu);
+  for (std::size_t i = 0; i < gpu.size(); ++i) {
+    INFO("output " << i);
+    CHECK(gpu[i].dtype() == DType::f32);
+    // The same rounded operands and f32 accumulation: only the summation order differs.
+    CHECK(max_abs_diff(gpu[i], cpu[i]) <= 1e-3 * (1 + max_abs(cpu[i])));
+  }
+  // Rounding shows: not the f32 product.
+  CHECK(max_abs_diff(gpu[1], matmul(x0, w0, false, true)) > 1e-4);
 }
 
 TEST_CASE("cuda: random tensors equal the CPU's for the same seed", "[cuda]") {

@@ -1,6 +1,7 @@
-// Matrix products through cuBLAS (cublasSgemm / cublasDgemm and their strided-batched forms),
-// the CUDA counterpart of backends/cpu/cpu_gemm.cpp. Our matrices are row-major; cuBLAS is
-// column-major, so every call computes the transposed product (see row_major_gemm below).
+// Matrix products through cuBLAS (cublasSgemm / cublasDgemm and their strided-batched forms;
+// cublasGemmEx for mixed precision's bf16 operands), the CUDA counterpart of
+// backends/cpu/cpu_gemm.cpp. Our matrices are row-major; cuBLAS is column-major, so every call
+// computes the transposed product (see row_major_gemm below).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -62,6 +63,29 @@ cublasStatus_t blas_gemm_strided(cublasHandle_t h, cublasOperation_t op_first,
                                    out, ld_out, stride_out, count);
 }
 
+// Mixed precision: bf16 operands, float32 accumulation (CUBLAS_COMPUTE_32F) and C, through
+// cublasGemmEx, which runs bf16 products on the tensor cores (Ampere and later). qkgrad's
+// bfloat16 has CUDA's __nv_bfloat16 layout (the float's top 16 bits).
+cublasStatus_t blas_gemm(cublasHandle_t h, cublasOperation_t op_first, cublasOperation_t op_second,
+                         int rows, int cols, int depth, float alpha, const bfloat16* first,
+                         int ld_first, const bfloat16* second, int ld_second, float beta, float* out,
+                         int ld_out) {
+  return cublasGemmEx(h, op_first, op_second, rows, cols, depth, &alpha, first, CUDA_R_16BF, ld_first,
+                      second, CUDA_R_16BF, ld_second, &beta, out, CUDA_R_32F, ld_out, CUBLAS_COMPUTE_32F,
+                      CUBLAS_GEMM_DEFAULT);
+}
+cublasStatus_t blas_gemm_strided(cublasHandle_t h, cublasOperation_t op_first,
+                                 cublasOperation_t op_second, int rows, int cols, int depth,
+                                 float alpha, const bfloat16* first, int ld_first,
+                                 long long stride_first, const bfloat16* second, int ld_second,
+                                 long long stride_second, float beta, float* out, int ld_out,
+                                 long long stride_out, int count) {
+  return cublasGemmStridedBatchedEx(h, op_first, op_second, rows, cols, depth, &alpha, first,
+                                    CUDA_R_16BF, ld_first, stride_first, second, CUDA_R_16BF,
+                                    ld_second, stride_second, &beta, out, CUDA_R_32F, ld_out,
+                                    stride_out, count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
 // How a row-major product C = op(A) op(B) becomes a column-major cuBLAS call.
 //
 // A row-major matrix X of shape [r, c] (leading dimension c) is, read column-major, the matrix
@@ -102,6 +126,47 @@ ColumnMajorCall row_major_gemm(const GemmSpec& g) {
   return call;
 }
 
+// C (TC) = alpha op(A) op(B) + beta C for the batch `g`, with operands of type TA: float or
+// double (TA = TC), or bfloat16 with a float C (mixed precision). alpha and beta go to cuBLAS as
+// TC: float for f32 and bf16, double for f64.
+template <typename TA, typename TC>
+void run_gemm(cublasHandle_t handle, const GemmSpec& g, const TA* pa, const TA* pb, TC* pc) {
+  using T = TC;
+  if (g.m == 0 || g.n == 0) return;  // C is empty
+  const int64_t limit = std::numeric_limits<int>::max();
+  QKGRAD_CHECK(g.m <= limit && g.n <= limit && g.k <= limit && g.batch <= limit,
+               "gemm: a matrix dimension exceeds what cuBLAS can index (", limit, "): m ", g.m,
+               ", n ", g.n, ", k ", g.k, ", batch ", g.batch, "; split the batch");
+  const int64_t c_matrices = g.stride_c == 0 ? 1 : g.batch;
+  if (g.k == 0 || g.batch == 0) {  // an empty sum: C = beta * C
+    const int64_t count = c_matrices * g.m * g.n;
+    if (count == 0) return;
+    scale_c_kernel<T><<<cuda::grid_for(count), cuda::kThreads>>>(pc, count, static_cast<T>(g.beta));
+    QKGRAD_CUDA_LAUNCHED();
+    return;
+  }
+  const ColumnMajorCall call = row_major_gemm(g);
+  const T alpha = static_cast<T>(g.alpha);
+  if (g.batch == 1 || g.stride_c == 0) {
+    // One GEMM, or products summed into the one C (stride_c == 0): one GEMM after another
+    // on the one stream, the first with the caller's beta and the rest with beta = 1, so the
+    // sum is added in batch order (deterministic).
+    for (int64_t i = 0; i < g.batch; ++i) {
+      const T beta = i == 0 ? static_cast<T>(g.beta) : T(1);
+      QKGRAD_CUBLAS_CHECK(blas_gemm(handle, call.op_first, call.op_second, call.rows, call.cols, call.depth, alpha,
+                                    pb + i * g.stride_b, call.ld_first, pa + i * g.stride_a, call.ld_second, beta,
+                                    pc + i * g.stride_c, call.ld_out));
+    }
+    return;
+  }
+  // Independent products: one strided-batched call (a stride of 0 reuses the one A or B).
+  QKGRAD_CUBLAS_CHECK(blas_gemm_strided(handle, call.op_first, call.op_second, call.rows, call.cols, call.depth,
+                                        alpha, pb, call.ld_first, static_cast<long long>(g.stride_b), pa,
+                                        call.ld_second, static_cast<long long>(g.stride_a), static_cast<T>(g.beta),
+                                        pc, call.ld_out, static_cast<long long>(g.stride_c),
+                                        static_cast<int>(g.batch)));
+}
+
 }  // namespace
 
 void CudaBackend::gemm(const GemmSpec& g, const Tensor& a, const Tensor& b, Tensor& c) {
@@ -115,46 +180,15 @@ void CudaBackend::gemm(const GemmSpec& g, const Tensor& a, const Tensor& b, Tens
     gemm(plain, a, b, c);
     return;
   }
+  if (a.dtype() == DType::bf16) {  // mixed precision: bf16 operands, a float32 result
+    QKGRAD_CHECK(b.dtype() == DType::bf16 && c.dtype() == DType::f32, "gemm: bf16 operands need a bf16 partner and an "
+                 "f32 result, got ", describe(b), " and ", describe(c));
+    run_gemm(blas(), g, a.data<bfloat16>(), b.data<bfloat16>(), c.data<float>());
+    return;
+  }
   cuda::dispatch(c.dtype(), [&](auto tag) {
-    using T = decltype(tag);  // alpha and beta go to cuBLAS as T: float for f32, double for f64
-    const T* pa = a.data<T>();
-    const T* pb = b.data<T>();
-    T* pc = c.data<T>();
-    if (g.m == 0 || g.n == 0) return;  // C is empty
-    const int64_t limit = std::numeric_limits<int>::max();
-    QKGRAD_CHECK(g.m <= limit && g.n <= limit && g.k <= limit && g.batch <= limit,
-                 "gemm: a matrix dimension exceeds what cuBLAS can index (", limit, "): m ", g.m,
-                 ", n ", g.n, ", k ", g.k, ", batch ", g.batch, "; split the batch");
-    const int64_t c_matrices = g.stride_c == 0 ? 1 : g.batch;
-    if (g.k == 0 || g.batch == 0) {  // an empty sum: C = beta * C
-      const int64_t count = c_matrices * g.m * g.n;
-      if (count == 0) return;
-      scale_c_kernel<T><<<cuda::grid_for(count), cuda::kThreads>>>(pc, count,
-                                                                    static_cast<T>(g.beta));
-      QKGRAD_CUDA_LAUNCHED();
-      return;
-    }
-    const ColumnMajorCall call = row_major_gemm(g);
-    const T alpha = static_cast<T>(g.alpha);
-    if (g.batch == 1 || g.stride_c == 0) {
-      // One GEMM, or products summed into the one C (stride_c == 0): one GEMM after another
-      // on the one stream, the first with the caller's beta and the rest with beta = 1, so the
-      // sum is added in batch order (deterministic).
-      for (int64_t i = 0; i < g.batch; ++i) {
-        const T beta = i == 0 ? static_cast<T>(g.beta) : T(1);
-        QKGRAD_CUBLAS_CHECK(blas_gemm(blas(), call.op_first, call.op_second, call.rows, call.cols,
-                                      call.depth, alpha, pb + i * g.stride_b, call.ld_first,
-                                      pa + i * g.stride_a, call.ld_second, beta,
-                                      pc + i * g.stride_c, call.ld_out));
-      }
-      return;
-    }
-    // Independent products: one strided-batched call (a stride of 0 reuses the one A or B).
-    QKGRAD_CUBLAS_CHECK(blas_gemm_strided(
-        blas(), call.op_first, call.op_second, call.rows, call.cols, call.depth, alpha, pb,
-        call.ld_first, static_cast<long long>(g.stride_b), pa, call.ld_second,
-        static_cast<long long>(g.stride_a), static_cast<T>(g.beta), pc, call.ld_out,
-        static_cast<long long>(g.stride_c), static_cast<int>(g.batch)));
+    using T = decltype(tag);
+    run_gemm(blas(), g, a.data<T>(), b.data<T>(), c.data<T>());
   });
 }
 
