@@ -219,6 +219,14 @@ TEST_CASE("workflow: the run remembers its BLEU tokeniser; bleu and eval print s
                            Contains("\nchrF2|nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:qkgrad-0.1.0 = "));
   r = run("eval --run " + tmp / "run" + " --beam 1 --tokenize 13a");
   CHECK_THAT(r.output, Contains("|tok:13a|"));
+  // The beam's stop rule (docs/checkpoint.md, Decoding): both run; anything else is refused by name.
+  r = run("eval --run " + tmp / "run" + " --beam 3 --beam-stop bound --score-only --metrics bleu");
+  CHECK(r.status == 0);
+  r = run("translate --run " + tmp / "run" + " --beam-stop first-k < " + tmp / "test.es");
+  CHECK(r.status == 0);
+  r = run("eval --run " + tmp / "run" + " --beam-stop late");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.output, Contains("--beam-stop"));
 
   // 13a on text that looks tokenised (over 100 lines ending in " ."): sacreBLEU's warning.
   std::string tokenised, detokenised;

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "nn/decode.h"
+#include "nn/optim.h"
 #include "toy_seq2seq.h"
 #include "translation/batching.h"
 #include "translation/beam_search.h"
@@ -266,6 +267,56 @@ TEST_CASE("beam search with beam 1 equals greedy decoding; wider beams score at 
   }
   const auto beam4 = translate_all(model, sources, BeamOptions{4, 0.6, 8, {}}, 12);
   CHECK(beam4.size() == sources.size());
+}
+
+TEST_CASE("beam search's stop rules: bound searches on while a live beam can still win, so its best never scores "
+          "below first-k's", "[translate]") {
+  // A task with two right answers: the source copied once or twice, half the time each. The
+  // model learns p(eos) ≈ 1/2 after the first copy; with a length penalty the second copy then
+  // scores better (the same log-probability, divided by a larger lp), but its ending comes later:
+  // first-k has stopped by then, once beam-size worse endings have come in.
+  const TransformerConfig c = tiny_config(6);
+  Seq2SeqTransformer model(c);
+  Generator data(11, 1);
+  std::vector<Pair> pairs;
+  for (int i = 0; i < 512; ++i) {
+    Pair p;
+    const int64_t n = 2 + static_cast<int64_t>(data.next_below(3));
+    for (int64_t j = 0; j < n; ++j) p.src.push_back(4 + static_cast<int64_t>(data.next_below(10)));
+    p.tgt = p.src;
+    if (i % 2) p.tgt.insert(p.tgt.end(), p.src.begin(), p.src.end());
+    pairs.push_back(std::move(p));
+  }
+  Adam opt(model.named_parameters(), AdamOptions{});
+  opt.set_lr(3e-3);
+  for (int step = 0; step < 300; ++step) {
+    std::vector<int64_t> rows;
+    for (int r = 0; r < 32; ++r) rows.push_back(static_cast<int64_t>(data.next_below(pairs.size())));
+    const translation::Batch b = make_batch(pairs, rows);
+    const LossSum loss = cross_entropy(model.forward(b.src, b.src_lengths, b.tgt_in, b.tgt_lengths), b.tgt_out, 0.0, 0);
+    opt.zero_grad();
+    (loss.sum / static_cast<double>(loss.tokens)).backward();
+    opt.step();
+  }
+  model.eval();
+  std::vector<std::vector<int64_t>> sources;
+  for (int i = 0; i < 96; ++i) sources.push_back(pairs[static_cast<std::size_t>(i)].src);
+  for (double alpha : {0.0, 0.6, 1.0}) {
+    BeamOptions first{2, alpha, 12, {}}, bound = first;
+    bound.stop = BeamStop::bound;
+    const auto a = beam_search_nbest(model, sources, first), b = beam_search_nbest(model, sources, bound);
+    int better = 0;
+    for (std::size_t i = 0; i < sources.size(); ++i) {
+      INFO("alpha " << alpha << " sentence " << i);
+      REQUIRE(!b[i].empty());
+      CHECK(b[i].front().score >= a[i].front().score);
+      CHECK(b[i].size() <= 4);  // at most 2 * beam
+      for (std::size_t k = 1; k < b[i].size(); ++k) CHECK(b[i][k - 1].score >= b[i][k].score);
+      better += b[i].front().score > a[i].front().score;
+    }
+    INFO("alpha " << alpha);
+    if (alpha > 0) CHECK(better > 0);  // the second copy, for some of the 96 sentences (3-4 of them here)
+  }
 }
 
 TEST_CASE("n-best lists are ranked by score, start with the best, and score_pairs agrees with the loss", "[translate]") {

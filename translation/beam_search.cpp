@@ -36,6 +36,23 @@ ScoredHypothesis finish(std::vector<int64_t> tokens, double log_prob, double alp
   return {std::move(tokens), log_prob, score};
 }
 
+// Whether a sentence's search may stop (BeamOptions::stop), given its endings so far and its
+// live beams after this step. With `bound`, the endings are cut to the K best once it stops.
+bool search_done(std::vector<ScoredHypothesis>& finished, const std::vector<Hypothesis>& live, int64_t K,
+                 int64_t max_len, const BeamOptions& o) {
+  if (static_cast<int64_t>(finished.size()) < K) return false;
+  if (o.stop == BeamStop::first_k) return true;
+  std::stable_sort(finished.begin(), finished.end(),
+                   [](const ScoredHypothesis& x, const ScoredHypothesis& y) { return x.score > y.score; });
+  finished.resize(static_cast<std::size_t>(K));
+  const double kth = finished.back().score;
+  const double longest = length_penalty(max_len + 1, o.alpha);  // at most max_len tokens, then eos
+  for (const Hypothesis& h : live) {
+    if (h.log_prob != kDead && h.log_prob / longest > kth) return false;  // it might still win
+  }
+  return true;
+}
+
 // The models' decoders side by side, for B sources with K rows each (row b·K + k: beam or
 // sample k of source b): each model's encoder output and caches. The next-token
 // log-probabilities are the mean over the models (one model: its own).
@@ -258,7 +275,8 @@ std::vector<std::vector<ScoredHypothesis>> beam_search_nbest(const Models& model
         if (cand.token == c.eos_id) {
           // An ending counts only if it is among the K best candidates of this step: beam 1 is
           // then exactly greedy decoding.
-          if (static_cast<int64_t>(rank) < K && static_cast<int64_t>(finished[static_cast<std::size_t>(b)].size()) < K) {
+          const bool room = o.stop == BeamStop::bound || static_cast<int64_t>(finished[static_cast<std::size_t>(b)].size()) < K;
+          if (static_cast<int64_t>(rank) < K && room) {
             finished[static_cast<std::size_t>(b)].push_back(finish(parent.tokens, cand.log_prob, o.alpha));
           }
         } else if (static_cast<int64_t>(next.size()) < K) {
@@ -268,7 +286,8 @@ std::vector<std::vector<ScoredHypothesis>> beam_search_nbest(const Models& model
           parents.push_back(cand.parent);
         }
       }
-      if (static_cast<int64_t>(finished[static_cast<std::size_t>(b)].size()) >= K) done[static_cast<std::size_t>(b)] = true;
+      done[static_cast<std::size_t>(b)] = search_done(finished[static_cast<std::size_t>(b)], next, K,
+                                                      max_len[static_cast<std::size_t>(b)], o);
       while (static_cast<int64_t>(next.size()) < K) {  // pad with dead beams
         next.push_back(Hypothesis{});
         parents.push_back(0);

@@ -2,9 +2,11 @@
 //   score(Y) = log P(Y | X) / lp(Y),   lp(Y) = ((5 + |Y|) / 6)^α
 // The encoder runs once per batch of sources; the decoder runs one step at a time for all
 // B·K hypotheses together, reusing its key/value caches, which are reordered after each step to
-// follow the surviving hypotheses. A sentence is done when it has K finished hypotheses or its
-// live beams reach |X| + max_extra tokens: then they end with eos, scored like every other
-// ending (fairseq does the same). Beam 1 is greedy decoding. The same loop decodes with an
+// follow the surviving hypotheses. A sentence is done when it has K finished hypotheses
+// (BeamStop::first_k, fairseq's rule, the default) or, with BeamStop::bound, when no live beam
+// can still beat the K-th best of them; and at the latest when its live beams reach |X| +
+// max_extra tokens: then they end with eos, scored like every other ending (fairseq does the
+// same). Beam 1 is greedy decoding. The same loop decodes with an
 // ensemble, and a second one samples instead of searching.
 #pragma once
 
@@ -28,11 +30,18 @@ struct Sampling {
   uint64_t seed = 1;
 };
 
+// When a sentence's search stops. first_k (fairseq's rule): as soon as K hypotheses have ended.
+// bound: only when no live beam can still beat the K-th best ending: a live beam's log-probability
+// can only fall, so its best possible score is log P / lp(the longest allowed length) (with a
+// length penalty, a longer hypothesis divides by more); the K best endings are kept.
+enum class BeamStop { first_k, bound };
+
 struct BeamOptions {
   int64_t beam = 4;         // the beam size (with sampling: the samples per source)
   double alpha = 0.6;       // length penalty exponent (0: plain log-probability)
   int64_t max_extra = 50;   // at most |source| + max_extra output tokens
   Sampling sampling;
+  BeamStop stop = BeamStop::first_k;
 };
 
 // A finished hypothesis: its tokens (no bos/eos), log P(tokens + eos | X), and the score it is

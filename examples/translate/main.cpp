@@ -428,7 +428,7 @@ struct ThreadsFlag {
 };
 
 int cmd_translate(int argc, char** argv) {
-  std::string run, input, output, device = "cpu", checkpoint;
+  std::string run, input, output, device = "cpu", checkpoint, beam_stop = "first-k";
   BeamOptions beam;
   bool greedy = false, quiet = false;
   int64_t max_length = 1024, n_best = 0, batch_lines = 0;
@@ -443,6 +443,7 @@ int cmd_translate(int argc, char** argv) {
   args.once(args.option("checkpoint", kEnsembleHelp, &checkpoint), kOneList);
   CLI::Option* beam_given = args.option("beam", "beam size", &beam.beam, 1, 64);
   args.option("alpha", "GNMT length penalty exponent", &beam.alpha, 0, 10);
+  args.choice("beam-stop", "when a sentence's beam search stops: first-k (fairseq's rule: once beam-size hypotheses have ended) or bound (when no live hypothesis can still beat the beam-size-th best ending under the length penalty)", &beam_stop, {"first-k", "bound"});
   args.option("max-extra", "at most source length + this many tokens", &beam.max_extra, 1, 10000);
   args.option("max-length", "longer lines are cropped to this many subwords (counted on stderr)", &max_length, 1, 100000);
   args.option("n-best", "write the K best of each line as `N ||| translation ||| F0= logP ||| score` (Moses/Marian: N "
@@ -465,6 +466,7 @@ int cmd_translate(int argc, char** argv) {
   const ThreadsFlag threads(args);
   if (!args.parse(argc, argv, 2)) return 0;
   threads.apply();
+  beam.stop = beam_stop == "bound" ? BeamStop::bound : BeamStop::first_k;
   const Device on = parse_device("qkgrad-translate translate", device);
   for (CLI::Option* o : sampling_flags) {
     if (o->count() > 0 && !beam.sampling.on) throw UsageError(cat("qkgrad-translate translate: ", o->get_name(), " needs --sample"));
@@ -630,7 +632,7 @@ int cmd_bleu(int argc, char** argv) {
 }
 
 int cmd_eval(int argc, char** argv) {
-  std::string run, split = "test", data, tokenize, device = "cpu", checkpoint;
+  std::string run, split = "test", data, tokenize, device = "cpu", checkpoint, beam_stop = "first-k";
   BeamOptions beam;
   int64_t show = 0, max_length = 1024;
   Args args("qkgrad-translate eval", "Translates DATA/SPLIT.SRC and scores it against DATA/SPLIT.TGT (BLEU, chrF, with\n"
@@ -643,6 +645,7 @@ int cmd_eval(int argc, char** argv) {
   args.once(args.option("checkpoint", kEnsembleHelp, &checkpoint), kOneList);
   args.option("beam", "beam size", &beam.beam, 1, 64);
   args.option("alpha", "GNMT length penalty exponent", &beam.alpha, 0, 10);
+  args.choice("beam-stop", "when a sentence's beam search stops: first-k (fairseq's rule: once beam-size hypotheses have ended) or bound (when no live hypothesis can still beat the beam-size-th best ending under the length penalty)", &beam_stop, {"first-k", "bound"});
   args.choice("tokenize", "BLEU tokenisation (default: the run's, bleu_tokenize in options.json)", &tokenize, {"13a", "none"});
   args.option("show", "print this many source / reference / translation triples", &show, 0, 1000000);
   args.option("max-length", "longer source lines are cropped to this many subwords (counted on stderr)", &max_length, 1, 100000);
@@ -653,6 +656,7 @@ int cmd_eval(int argc, char** argv) {
   args.flag("quiet", "on stderr only errors (no note about cropped lines, no warning)", &quiet);
   if (!args.parse(argc, argv, 2)) return 0;
   threads.apply();
+  beam.stop = beam_stop == "bound" ? BeamStop::bound : BeamStop::first_k;
   const Device on = parse_device("qkgrad-translate eval", device);
   const SplitFiles files = split_files_of_run(run, data, split);
   const std::string hyp_path = run + "/" + split + ".hyp";
