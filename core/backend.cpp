@@ -32,6 +32,22 @@ void Backend::not_implemented(const char* kernel) const {
            "' is not implemented by this backend; run this op on the cpu"));
 }
 
+void check_gemm_bias(const GemmSpec& g, const Tensor& c) {
+  QKGRAD_CHECK(g.bias && g.batch == 1 && g.beta == 0 && g.alpha == 1 && g.bias->shape() == Shape{g.n} &&
+                   g.bias->dtype() == c.dtype(),
+               "gemm: a bias needs batch 1, alpha 1, beta 0 and a [", g.n, "] vector of C's dtype, got ",
+               g.bias ? describe(*g.bias) : std::string("none"));
+}
+
+void Backend::gemm_bias_in_c(const GemmSpec& g, const Tensor& a, const Tensor& b, Tensor& c) {
+  check_gemm_bias(g, c);
+  broadcast_to(*g.bias, c);
+  GemmSpec plain = g;
+  plain.bias = nullptr;
+  plain.beta = 1.0;
+  gemm(plain, a, b, c);
+}
+
 void Backend::fill(Tensor&, double) { not_implemented("fill"); }
 void Backend::copy(const Tensor&, Tensor&) { not_implemented("copy"); }
 void Backend::fill_uniform(Tensor&, double, double, RandomStream) { not_implemented("fill_uniform"); }

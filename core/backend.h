@@ -258,7 +258,13 @@ class Backend {
 
  protected:
   [[noreturn]] void not_implemented(const char* kernel) const;
+  // GemmSpec::bias where a backend cannot fuse it: checks it (check_gemm_bias), writes it into
+  // every row of c, then c += op(a) op(b) with gemm.
+  void gemm_bias_in_c(const GemmSpec& g, const Tensor& a, const Tensor& b, Tensor& c);
 };
+
+// A GemmSpec's bias is a [n] vector of C's dtype, with batch 1, alpha 1 and beta 0; else an Error.
+void check_gemm_bias(const GemmSpec& g, const Tensor& c);
 
 // The backend of a device. Throws a clear Error for cuda when qkgrad was built without it.
 Backend& backend(Device device);

@@ -57,28 +57,17 @@ void run_gemm(const GemmSpec& g, const TA* pa, const TA* pb, TC* pc) {
 }  // namespace
 
 void CpuBackend::gemm(const GemmSpec& g, const Tensor& a, const Tensor& b, Tensor& c) {
-  if (g.bias) {
-    QKGRAD_CHECK(g.batch == 1 && g.beta == 0 && g.alpha == 1 && g.bias->shape() == Shape{g.n} &&
-                     g.bias->dtype() == c.dtype(),
-                 "gemm: a bias needs batch 1, alpha 1, beta 0 and a [", g.n, "] vector of C's dtype, got ",
-                 describe(*g.bias));
-    if (a.dtype() == DType::bf16 && g.m > 0 && g.n > 0) {  // fused into oneDNN's bf16 matmul
-      QKGRAD_CHECK(b.dtype() == DType::bf16 && c.dtype() == DType::f32, "gemm: bf16 operands need a bf16 partner and "
-                   "an f32 result, got ", describe(b), " and ", describe(c));
+  // oneDNN's bf16 matmul adds a bias in its kernel; every other product takes it into C first.
+  if (g.bias && (a.dtype() != DType::bf16 || g.m == 0 || g.n == 0)) return gemm_bias_in_c(g, a, b, c);
+  if (a.dtype() == DType::bf16) {  // mixed precision: bf16 operands, a float32 result
+    QKGRAD_CHECK(b.dtype() == DType::bf16 && c.dtype() == DType::f32, "gemm: bf16 operands need a bf16 partner and an "
+                 "f32 result, got ", describe(b), " and ", describe(c));
+    if (g.bias) {
+      check_gemm_bias(g, c);
       cpu::bf16_gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, 1.0f, a.data<bfloat16>(), g.trans_a ? g.m : g.k,
                      b.data<bfloat16>(), g.trans_b ? g.k : g.n, 0.0f, c.data<float>(), g.n, g.bias->data<float>());
       return;
     }
-    broadcast_to(*g.bias, c);  // the bias in every row of C, then C += op(A)op(B)
-    GemmSpec plain = g;
-    plain.bias = nullptr;
-    plain.beta = 1.0;
-    gemm(plain, a, b, c);
-    return;
-  }
-  if (a.dtype() == DType::bf16) {  // mixed precision: bf16 operands, a float32 result
-    QKGRAD_CHECK(b.dtype() == DType::bf16 && c.dtype() == DType::f32, "gemm: bf16 operands need a bf16 partner and an "
-                 "f32 result, got ", describe(b), " and ", describe(c));
     run_gemm(g, a.data<bfloat16>(), b.data<bfloat16>(), c.data<float>());
     return;
   }

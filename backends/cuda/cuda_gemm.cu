@@ -170,16 +170,7 @@ void run_gemm(cublasHandle_t handle, const GemmSpec& g, const TA* pa, const TA* 
 }  // namespace
 
 void CudaBackend::gemm(const GemmSpec& g, const Tensor& a, const Tensor& b, Tensor& c) {
-  if (g.bias) {  // the bias in every row of C, then C += op(A)op(B) (a cuBLASLt epilogue could fuse it)
-    QKGRAD_CHECK(g.batch == 1 && g.beta == 0 && g.alpha == 1 && g.bias->shape() == Shape{g.n},
-                 "gemm: a bias needs batch 1, alpha 1, beta 0 and a [", g.n, "] vector, got ", g.bias->shape());
-    broadcast_to(*g.bias, c);
-    GemmSpec plain = g;
-    plain.bias = nullptr;
-    plain.beta = 1.0;
-    gemm(plain, a, b, c);
-    return;
-  }
+  if (g.bias) return gemm_bias_in_c(g, a, b, c);  // C = bias, then C += op(A)op(B) (cuBLASLt could fuse it)
   if (a.dtype() == DType::bf16) {  // mixed precision: bf16 operands, a float32 result
     QKGRAD_CHECK(b.dtype() == DType::bf16 && c.dtype() == DType::f32, "gemm: bf16 operands need a bf16 partner and an "
                  "f32 result, got ", describe(b), " and ", describe(c));
