@@ -175,8 +175,7 @@ int main(int argc, char** argv) {
       } else {
         per_token.backward();
       }
-      clip_grad_norm(params, 1.0);
-      opt.step();
+      opt.step(clip_factor(grad_norm(params), 1.0));  // clipped inside Adam's pass, as train does
       return per_token.item();
     };
     // Copying a tensor to the host waits for the set-up's GPU work (the initial values) too.

@@ -129,11 +129,10 @@ void Backend::gather(const Tensor&, const Tensor&, int64_t, int64_t, int64_t, in
 void Backend::scatter_add(const Tensor&, const Tensor&, int64_t, int64_t, int64_t, int64_t, Tensor&) {
   not_implemented("scatter_add");
 }
-void Backend::adam_update(Tensor&, const Tensor&, Tensor&, Tensor&, double, double, double, double, double,
-                          bool, double, double) {
+void Backend::adam_update(Tensor&, const Tensor&, Tensor&, Tensor&, const AdamStep&) {
   not_implemented("adam_update");
 }
-void Backend::sgd_update(Tensor&, const Tensor&, Tensor&, double, double, double) {
+void Backend::sgd_update(Tensor&, const Tensor&, Tensor&, const SgdStep&) {
   not_implemented("sgd_update");
 }
 

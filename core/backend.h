@@ -65,6 +65,19 @@ struct GemmSpec {
 struct RandomStream {
   uint64_t seed = 0, stream = 0, first_block = 0;
 };
+// One optimizer update's constants, the same for every element of a parameter. grad_scale is
+// gradient clipping's factor min(1, max_norm / ‖g‖), applied inside the update's one pass
+// (nn/optim.h, clip_factor) instead of in a pass of its own over every gradient.
+struct SgdStep {
+  double lr = 0, momentum = 0, weight_decay = 0, grad_scale = 1;
+};
+struct AdamStep {
+  double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+  bool decoupled = false;        // AdamW: weight decay on the parameter, not through g
+  double bias1 = 1, bias2 = 1;   // 1 − β₁ᵗ and 1 − β₂ᵗ for step t
+  double grad_scale = 1;
+};
+
 // The keep test of every dropout (dropout, word dropout, attention; cpu and cuda): an element is
 // kept when its 32-bit stream word is >= p·2³², i.e. with probability 1 − p (p = 1 saturates at
 // 2³² − 1). Computed once on the host, so every kernel draws the same mask.
@@ -193,7 +206,8 @@ class Backend {
   // ---- losses and regularisation (cpu: cpu_loss.cpp, cpu_random.cpp) ----
   // Label-smoothed cross-entropy per row of logits [rows, V] with targets (i64, [rows]):
   //   q = (1 − ε)·onehot(t) + ε/V,  row_loss = −Σ q log softmax(z) = lse − (1 − ε) z_t − (ε/V) Σ z
-  // Rows whose target is ignore_index get loss 0. lse ([rows]) is kept for the backward.
+  // Rows whose target is ignore_index (padding) are not read: loss 0 and lse 0. lse ([rows]) is
+  // kept for the backward.
   virtual void cross_entropy(const Tensor& logits, const Tensor& targets, double smoothing,
                              int64_t ignore_index, Tensor& row_loss, Tensor& lse);
   // dlogits = dloss · (softmax(z) − q) per row (0 on ignored rows); dloss has one element.
@@ -244,17 +258,13 @@ class Backend {
   virtual void scatter_add(const Tensor& dy, const Tensor& index, int64_t outer, int64_t n,
                            int64_t k, int64_t inner, Tensor& dx);
 
-  // SGD with momentum, fused: g = grad + weight_decay * param;
-  // velocity = momentum * velocity + g; param -= lr * velocity  (velocity unused if momentum 0).
-  virtual void sgd_update(Tensor& param, const Tensor& grad, Tensor& velocity, double lr,
-                          double momentum, double weight_decay);
-  // Adam, fused. With g = grad (+ weight_decay · param unless decoupled):
+  // SGD with momentum, fused: g = grad_scale · grad + weight_decay · param;
+  // velocity = momentum · velocity + g; param −= lr · velocity  (velocity unused if momentum 0).
+  virtual void sgd_update(Tensor& param, const Tensor& grad, Tensor& velocity, const SgdStep& s);
+  // Adam, fused. With g = grad_scale · grad (+ weight_decay · param unless decoupled):
   //   m = β₁ m + (1 − β₁) g;  v = β₂ v + (1 − β₂) g²
-  //   param -= lr · (m / bias1) / (√(v / bias2) + eps)   (− lr · weight_decay · param if decoupled)
-  // bias1 = 1 − β₁ᵗ and bias2 = 1 − β₂ᵗ are computed by the caller for step t.
-  virtual void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, double lr,
-                           double beta1, double beta2, double eps, double weight_decay,
-                           bool decoupled, double bias1, double bias2);
+  //   param −= lr · (m / bias1) / (√(v / bias2) + eps)   (− lr · weight_decay · param if decoupled)
+  virtual void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamStep& s);
 
  protected:
   [[noreturn]] void not_implemented(const char* kernel) const;

@@ -28,14 +28,14 @@ void Optimizer::set_lr(double lr) {
   lr_ = lr;
 }
 
-void Optimizer::step() {
+void Optimizer::step(double grad_scale) {
   NoGradGuard no_grad;
   ++steps_;
   for (std::size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i].second;
     const Tensor g = p.grad();
     if (!g.defined()) continue;
-    update(i, p, g);
+    update(i, p, g, grad_scale);
     p.mark_written();
   }
 }
@@ -89,9 +89,9 @@ std::vector<NamedTensor> name_in_order(const std::vector<Tensor>& params) {
 SGD::SGD(const std::vector<Tensor>& params, double lr, double momentum, double weight_decay)
     : SGD(name_in_order(params), lr, momentum, weight_decay) {}
 
-void SGD::update(std::size_t index, Tensor& param, const Tensor& grad) {
+void SGD::update(std::size_t index, Tensor& param, const Tensor& grad, double grad_scale) {
   Tensor& v = momentum_ != 0 ? state(velocity_, index) : param;  // unused without momentum
-  backend(param.device()).sgd_update(param, grad, v, lr_, momentum_, weight_decay_);
+  backend(param.device()).sgd_update(param, grad, v, SgdStep{lr_, momentum_, weight_decay_, grad_scale});
 }
 
 std::vector<NamedTensor> SGD::state_tensors() const {
@@ -120,12 +120,19 @@ Adam::Adam(std::vector<NamedTensor> params, const AdamOptions& o) : Optimizer(st
   }
 }
 
-void Adam::update(std::size_t index, Tensor& param, const Tensor& grad) {
+void Adam::update(std::size_t index, Tensor& param, const Tensor& grad, double grad_scale) {
   const double t = static_cast<double>(steps_);
-  const double bias1 = 1 - std::pow(options_.beta1, t), bias2 = 1 - std::pow(options_.beta2, t);
-  backend(param.device()).adam_update(param, grad, state(exp_avg_, index), state(exp_avg_sq_, index), lr_,
-                                      options_.beta1, options_.beta2, options_.eps,
-                                      decays_[index] ? options_.weight_decay : 0.0, options_.decoupled, bias1, bias2);
+  AdamStep s;
+  s.lr = lr_;
+  s.beta1 = options_.beta1;
+  s.beta2 = options_.beta2;
+  s.eps = options_.eps;
+  s.weight_decay = decays_[index] ? options_.weight_decay : 0.0;
+  s.decoupled = options_.decoupled;
+  s.bias1 = 1 - std::pow(options_.beta1, t);
+  s.bias2 = 1 - std::pow(options_.beta2, t);
+  s.grad_scale = grad_scale;
+  backend(param.device()).adam_update(param, grad, state(exp_avg_, index), state(exp_avg_sq_, index), s);
 }
 
 std::vector<NamedTensor> Adam::state_tensors() const {
@@ -137,23 +144,30 @@ std::vector<NamedTensor> Adam::state_tensors() const {
 
 // ---- clipping ----
 
-double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
-  QKGRAD_CHECK(max_norm > 0, "clip_grad_norm: max_norm must be > 0, got ", max_norm);
+double grad_norm(const std::vector<Tensor>& params) {
   NoGradGuard no_grad;
   std::vector<Tensor> grads;
   for (const Tensor& p : params) {
     if (p.grad().defined()) grads.push_back(p.grad());
   }
-  const double norm = std::sqrt(sum_of_squares(grads));  // float64, a fixed order (ops/ops.h)
-  if (!std::isfinite(norm)) return norm;
-  if (norm > max_norm) {
-    const double scale = max_norm / (norm + 1e-6);
-    for (const Tensor& p : params) {
-      Tensor g = p.grad();
-      if (!g.defined()) continue;
-      backend(g.device()).scale(g, scale, g);
-      g.mark_written();
-    }
+  return std::sqrt(sum_of_squares(grads));  // float64, a fixed order (ops/ops.h)
+}
+
+double clip_factor(double norm, double max_norm) {
+  QKGRAD_CHECK(max_norm > 0, "gradient clipping: max_norm must be > 0, got ", max_norm);
+  return std::isfinite(norm) && norm > max_norm ? max_norm / (norm + 1e-6) : 1.0;
+}
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  const double norm = grad_norm(params);
+  const double scale = clip_factor(norm, max_norm);
+  if (scale == 1.0) return norm;
+  NoGradGuard no_grad;
+  for (const Tensor& p : params) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    backend(g.device()).scale(g, scale, g);
+    g.mark_written();
   }
   return norm;
 }

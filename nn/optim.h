@@ -17,8 +17,10 @@ class Optimizer {
   explicit Optimizer(std::vector<NamedTensor> params, double lr);
   virtual ~Optimizer() = default;
 
-  // One update of every parameter that has a gradient (run under NoGradGuard).
-  void step();
+  // One update of every parameter that has a gradient (run under NoGradGuard), each gradient
+  // multiplied by grad_scale inside the fused update: clipping (clip_factor) costs no pass of
+  // its own over the gradients, and leaves them as backward wrote them.
+  void step(double grad_scale = 1.0);
   void zero_grad();
 
   double lr() const { return lr_; }
@@ -34,7 +36,7 @@ class Optimizer {
   const std::vector<NamedTensor>& params() const { return params_; }
 
  protected:
-  virtual void update(std::size_t index, Tensor& param, const Tensor& grad) = 0;
+  virtual void update(std::size_t index, Tensor& param, const Tensor& grad, double grad_scale) = 0;
   // The state tensor for parameter `index` of the given kind, created as zeros on first use
   // (with the parameter's dtype, on its device).
   Tensor& state(std::vector<Tensor>& slots, std::size_t index);
@@ -52,7 +54,7 @@ class SGD : public Optimizer {
   std::vector<NamedTensor> state_tensors() const override;
 
  private:
-  void update(std::size_t index, Tensor& param, const Tensor& grad) override;
+  void update(std::size_t index, Tensor& param, const Tensor& grad, double grad_scale) override;
   double momentum_, weight_decay_;
   std::vector<Tensor> velocity_;
 };
@@ -77,7 +79,7 @@ class Adam : public Optimizer {
   const AdamOptions& options() const { return options_; }
 
  private:
-  void update(std::size_t index, Tensor& param, const Tensor& grad) override;
+  void update(std::size_t index, Tensor& param, const Tensor& grad, double grad_scale) override;
   AdamOptions options_;
   std::vector<bool> decays_;
   std::vector<Tensor> exp_avg_, exp_avg_sq_;
@@ -93,9 +95,18 @@ inline AdamOptions adamw(double lr, double weight_decay, std::vector<std::string
   return o;
 }
 
-// Scales every gradient by min(1, max_norm / ‖g‖) where ‖g‖ is the l2 norm of all gradients
-// together, and returns ‖g‖ (computed in float64, in a fixed order). A non-finite norm is
-// returned as is and nothing is scaled: the caller decides what to do (see the NaN guard).
+// Gradient-norm clipping. ‖g‖ is the l2 norm of all the parameters' gradients together
+// (float64, a fixed order); clipping multiplies every gradient by
+//   clip_factor = min(1, max_norm / (‖g‖ + 1e-6)).
+// A training step computes the norm, then passes the factor to Optimizer::step, which applies
+// it inside its one pass over each parameter:
+//   const double norm = grad_norm(params);            // the NaN guard checks it first
+//   optimizer.step(clip_factor(norm, max_norm));
+double grad_norm(const std::vector<Tensor>& params);
+double clip_factor(double norm, double max_norm);
+// Both in one call, scaling the gradients in place (PyTorch's clip_grad_norm_), for a loop that
+// reads them after: returns ‖g‖. A non-finite norm is returned as is and nothing is scaled: the
+// caller decides what to do (see the NaN guard).
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 
 }  // namespace qkgrad

@@ -60,6 +60,15 @@ TEST_CASE("label-smoothed cross-entropy of a uniform prediction is log V for any
   const LossSum ignored = cross_entropy(vec({1, 2, 3, 4}, {2, 2}), Tensor::from_ids({0, 0}, {2}), 0.0, 0);
   CHECK(ignored.tokens == 0);
   CHECK(ignored.sum.item() == 0);
+  // An ignored (padding) row is not even read: a NaN there reaches neither the loss nor the
+  // gradient of the other rows.
+  Tensor mixed = vec({NAN, NAN, 1, 3}, {2, 2}).requires_grad_();
+  const LossSum one = cross_entropy(mixed, Tensor::from_ids({0, 1}, {2}), 0.1, 0);
+  CHECK(one.tokens == 1);
+  CHECK(std::isfinite(one.sum.item()));
+  one.sum.backward();
+  CHECK(mixed.grad().at({0, 0}) == 0);
+  CHECK(std::isfinite(mixed.grad().at({1, 0})));
 }
 
 TEST_CASE("layer_norm, l2_normalize, scale_norm, logsumexp, norm on hand-computed inputs", "[known]") {

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <memory>
 
 #include "core/autograd.h"
 #include "core/error.h"
@@ -82,6 +83,43 @@ TEST_CASE("clip_grad_norm scales all gradients together to the max norm", "[opti
   CHECK(b.grad().at({0}) == Approx(0.8).epsilon(1e-6));
   set_grad(b, {NAN});
   CHECK(std::isnan(clip_grad_norm({a, b}, 1.0)));  // reported, not hidden
+}
+
+TEST_CASE("clipping folded into the update equals clipping the gradients first, bit for bit", "[optim]") {
+  // float32, as training runs: the factor is applied to each gradient inside Adam's (and SGD's)
+  // one pass, which must round exactly as a separate scaling pass followed by the update.
+  auto make = [] {
+    return Tensor::from_vector(std::vector<double>{0.5, -1.25, 2.0, 0.003}, {4}, DType::f32).requires_grad_();
+  };
+  auto grads = [](Tensor& p, double k) {
+    p.clear_grad();
+    sum(p * Tensor::from_vector(std::vector<double>{3.1 * k, -0.7, 2.9, k}, {4}, DType::f32)).backward();
+  };
+  for (const bool use_sgd : {false, true}) {
+    Tensor folded = make(), separate = make();
+    std::unique_ptr<Optimizer> a, b;
+    if (use_sgd) {
+      a = std::make_unique<SGD>(std::vector<Tensor>{folded}, 0.1, 0.9, 0.01);
+      b = std::make_unique<SGD>(std::vector<Tensor>{separate}, 0.1, 0.9, 0.01);
+    } else {
+      a = std::make_unique<Adam>(std::vector<NamedTensor>{{"p", folded}}, adamw(0.01, 0.1));
+      b = std::make_unique<Adam>(std::vector<NamedTensor>{{"p", separate}}, adamw(0.01, 0.1));
+    }
+    for (int t = 1; t <= 4; ++t) {
+      grads(folded, t);
+      grads(separate, t);
+      const double norm = grad_norm({folded});
+      CHECK(clip_grad_norm({separate}, 1.5) == norm);
+      CHECK(clip_factor(norm, 1.5) < 1.0);  // it clips
+      a->step(clip_factor(norm, 1.5));
+      b->step();
+      for (int64_t i = 0; i < 4; ++i) CHECK(folded.at({i}) == separate.at({i}));
+    }
+    CHECK(folded.grad().at({1}) == Approx(-0.7));  // folded: the gradient itself is left as it was
+  }
+  CHECK(clip_factor(0.5, 1.0) == 1.0);
+  CHECK(clip_factor(NAN, 1.0) == 1.0);  // the caller's NaN guard sees the norm itself
+  CHECK_THROWS_WITH(clip_factor(1.0, 0.0), Contains("max_norm must be > 0"));
 }
 
 TEST_CASE("learning-rate schedules", "[optim]") {

@@ -937,10 +937,10 @@ class TrainingRun {
       reducer_->finish();  // the gradients, summed over the ranks (zeros from a rank without pairs)
       window_comm_seconds_ += reducer_->last_wait_seconds();
     }
-    if (std::isfinite(loss_value)) grad_norm_ = clip_grad_norm(params_, settings_.clip);
+    if (std::isfinite(loss_value)) grad_norm_ = grad_norm(params_);
     if (!std::isfinite(loss_value) || !std::isfinite(grad_norm_)) return guard_non_finite(loss_value);
     opt_->set_lr(schedule_->lr(opt_->steps() + 1));
-    opt_->step();
+    opt_->step(clip_factor(grad_norm_, settings_.clip));  // clipping inside Adam's one pass
     check_update_finite();
     ++s_.step;
     ++s_.position;

@@ -98,11 +98,8 @@ class CpuBackend final : public Backend {
                     Tensor& out) override;
 
   // cpu_optim.cpp
-  void sgd_update(Tensor& param, const Tensor& grad, Tensor& velocity, double lr, double momentum,
-                  double weight_decay) override;
-  void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, double lr, double beta1,
-                   double beta2, double eps, double weight_decay, bool decoupled, double bias1,
-                   double bias2) override;
+  void sgd_update(Tensor& param, const Tensor& grad, Tensor& velocity, const SgdStep& s) override;
+  void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamStep& s) override;
 
  private:
   CpuCachingAllocator allocator_;

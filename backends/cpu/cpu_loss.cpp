@@ -23,6 +23,10 @@ void CpuBackend::cross_entropy(const Tensor& logits, const Tensor& targets, doub
     const T eps = static_cast<T>(smoothing), on = T(1) - eps, off = eps / static_cast<T>(v);
 #pragma omp parallel for schedule(static) if (rows * v >= kParallelGrain)
     for (int64_t r = 0; r < rows; ++r) {
+      if (t[r] == ignore_index) {  // a padding row: no loss, no gradient, so no pass over V
+        loss[r] = l[r] = T(0);
+        continue;
+      }
       const T* zr = z + r * v;
       T m = zr[0];
 #pragma omp simd reduction(max : m)
@@ -35,7 +39,7 @@ void CpuBackend::cross_entropy(const Tensor& logits, const Tensor& targets, doub
       }
       l[r] = m + std::log(s);
       // −Σ_c q_c (z_c − lse) = lse − (1 − ε) z_t − (ε/V) Σ_c z_c, since Σ q = 1.
-      loss[r] = t[r] == ignore_index ? T(0) : rows::smoothed_cross_entropy(l[r], zr[t[r]], total, on, off);
+      loss[r] = rows::smoothed_cross_entropy(l[r], zr[t[r]], total, on, off);
     }
   });
 }

@@ -134,11 +134,8 @@ class CudaBackend final : public Backend {
                     Tensor& out) override;
 
   // cuda_optim.cu
-  void sgd_update(Tensor& param, const Tensor& grad, Tensor& velocity, double lr, double momentum,
-                  double weight_decay) override;
-  void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, double lr, double beta1,
-                   double beta2, double eps, double weight_decay, bool decoupled, double bias1,
-                   double bias2) override;
+  void sgd_update(Tensor& param, const Tensor& grad, Tensor& velocity, const SgdStep& s) override;
+  void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamStep& s) override;
 
   // The cuBLAS handle (created with the backend, bound to the default stream).
   cublasHandle_t blas() const { return blas_; }

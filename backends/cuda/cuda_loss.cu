@@ -39,7 +39,8 @@ using cuda::row_max;
 
 // Per row r, with m = max z, lse = m + log Σ e^(z − m) and q = on·onehot(t) + off
 // (on = 1 − ε, off = ε/V):
-//   lse[r] = lse;  loss[r] = −Σ q (z − lse) = lse − on·z_t − off·Σ z   (0 if t is ignore_index)
+//   lse[r] = lse;  loss[r] = −Σ q (z − lse) = lse − on·z_t − off·Σ z   (both 0, and the row
+//   not read, if t is ignore_index: padding costs no pass over V)
 // A term with weight 0 is left out rather than multiplied: a logit of −∞ (a masked class)
 // would make 0 · (−∞) = NaN. z as [rows, v]; targets, loss, lse as [rows]. One block per row.
 template <typename T>
@@ -47,6 +48,10 @@ __global__ void cross_entropy_kernel(const T* z, const int64_t* targets, int64_t
                                      T on, T off, int64_t ignore_index, T* loss, T* lse) {
   __shared__ T shared[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    if (targets[r] == ignore_index) {  // a padding row: no loss, no gradient, so no pass over V
+      if (threadIdx.x == 0) loss[r] = lse[r] = T(0);
+      continue;
+    }
     const T* zr = z + r * v;
     const T m = row_max(zr, v, shared);
     T s = 0, total = 0;
@@ -60,9 +65,7 @@ __global__ void cross_entropy_kernel(const T* z, const int64_t* targets, int64_t
       const T l = m + log_of(s);
       lse[r] = l;
       const int64_t t = targets[r];
-      if (t == ignore_index) {
-        loss[r] = T(0);
-      } else if (t < 0 || t >= v) {
+      if (t < 0 || t >= v) {
         loss[r] = static_cast<T>(NAN);  // never read out of bounds (see the top of the file)
       } else {
         loss[r] = rows::smoothed_cross_entropy(l, zr[t], total, on, off);
