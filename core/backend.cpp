@@ -96,7 +96,8 @@ void Backend::cross_entropy_backward(const Tensor&, const Tensor&, const Tensor&
                                      const Tensor&, Tensor&) {
   not_implemented("cross_entropy_backward");
 }
-void Backend::dropout(const Tensor&, double, RandomStream, Tensor&) { not_implemented("dropout"); }
+void Backend::dropout(const Tensor&, double, RandomStream, Tensor&, Tensor&) { not_implemented("dropout"); }
+void Backend::dropout_backward(const Tensor&, const Tensor&, double, Tensor&) { not_implemented("dropout_backward"); }
 void Backend::word_dropout(const Tensor&, double, int64_t, RandomStream, Tensor&) {
   not_implemented("word_dropout");
 }

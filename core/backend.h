@@ -84,6 +84,10 @@ struct AdamStep {
 inline uint32_t dropout_threshold(double p) {
   return static_cast<uint32_t>(std::min(std::ldexp(p, 32), 4294967295.0));
 }
+// Dropout's keep mask, kept for the backward as bits rather than floats (or a second pass of the
+// generator): element i is bit i % 32 of 32-bit word i / 32, the words stored in an i64 tensor
+// of dropout_mask_size(n) elements (two words each). 1/32 of the float32 activation's memory.
+inline int64_t dropout_mask_size(int64_t numel) { return (numel + 63) / 64; }
 inline uint64_t random_blocks_needed(DType dtype, int64_t numel) {
   const int64_t per_block = dtype == DType::f32 ? 4 : 2;
   return static_cast<uint64_t>((numel + per_block - 1) / per_block);
@@ -215,8 +219,11 @@ class Backend {
                                       double smoothing, int64_t ignore_index, const Tensor& dloss,
                                       Tensor& dlogits);
   // Inverted dropout: y = keep ? x / (1 − p) : 0, with keep[i] = (word i of the stream >= p·2³²);
-  // element i reads word i % 4 of block first_block + i / 4. The backward is the same call on dy.
-  virtual void dropout(const Tensor& x, double p, RandomStream rs, Tensor& y);
+  // element i reads word i % 4 of block first_block + i / 4. The keep bits go to `mask` (i64,
+  // [dropout_mask_size(n)], the layout above) for dropout_backward.
+  virtual void dropout(const Tensor& x, double p, RandomStream rs, Tensor& y, Tensor& mask);
+  // dx = keep ? dy / (1 − p) : 0 with the bits dropout wrote (dx may be dy).
+  virtual void dropout_backward(const Tensor& dy, const Tensor& mask, double p, Tensor& dx);
   // out = ids, with each id replaced by `replacement` with probability p (same stream layout).
   virtual void word_dropout(const Tensor& ids, double p, int64_t replacement, RandomStream rs,
                             Tensor& out);

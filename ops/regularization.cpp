@@ -1,6 +1,7 @@
 // Dropout and word dropout, both drawing from the counter-based Philox stream: the mask is a
-// pure function of (seed, stream, position), so it is reproducible for a seed and step, the
-// same on every device, and never stored: the backward regenerates it.
+// pure function of (seed, stream, position), so it is reproducible for a seed and step and the
+// same on every device. Dropout keeps its mask for the backward as bits (1/32 of the
+// activation's float32 memory), so the backward is one pass that reads no generator.
 #include <cmath>
 #include <vector>
 
@@ -26,12 +27,13 @@ Tensor dropout(const Tensor& x, double p, Generator& gen, bool training) {
   if (!training || p == 0) return x;
   const RandomStream rs = reserve_stream(gen, x.numel());
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  backend(x.device()).dropout(x, p, rs, y);
+  Tensor mask = Tensor::empty({dropout_mask_size(x.numel())}, DType::i64, x.device());  // m, as bits
+  backend(x.device()).dropout(x, p, rs, y, mask);
   if (should_record(x)) {
-    record("dropout", {x}, {y}, {}, [p, rs](BackwardContext& ctx) {
+    record("dropout", {x}, {y}, {mask}, [p](BackwardContext& ctx) {
       const Tensor dy = ctx.grad_output();
       Tensor dx = Tensor::empty(dy.shape(), dy.dtype(), dy.device());
-      backend(dy.device()).dropout(dy, p, rs, dx);  // the same mask and scale
+      backend(dy.device()).dropout_backward(dy, ctx.saved(0), p, dx);
       ctx.accumulate(0, std::move(dx));
     });
   }

@@ -148,6 +148,31 @@ TEST_CASE("dropout: inverted scaling, rate, reproducible from the seed, identity
   CHECK_THROWS_WITH(dropout(x, 1.0, g1), Contains("dropout: p must be in [0, 1), got 1"));
 }
 
+TEST_CASE("dropout's backward reads the forward's mask bits: the same elements kept, the same scale", "[known]") {
+  // Sizes around the 32-element mask words, the 64-element i64 mask elements and the kernel's
+  // 1,024-element chunks, in both float types.
+  for (const DType dtype : {DType::f32, DType::f64}) {
+    for (const int64_t n : {1, 31, 33, 64, 65, 1000, 1025, 70001}) {
+      Generator gen(11);
+      Tensor x = Tensor::ones({n}, dtype).requires_grad_();
+      const Tensor y = dropout(x, 0.4, gen);
+      const Tensor w = Tensor::arange(n, dtype) + 1.0;  // distinct upstream gradients
+      sum(y * w).backward();
+      const auto yv = y.to_vector(), wv = w.to_vector(), dx = x.grad().to_vector();
+      const double scale = dtype == DType::f32 ? static_cast<double>(static_cast<float>(1.0 / 0.6)) : 1.0 / 0.6;
+      int64_t wrong = 0;
+      for (std::size_t i = 0; i < dx.size(); ++i) {
+        const double expected = yv[i] != 0 ? (dtype == DType::f32 ? static_cast<double>(static_cast<float>(wv[i] * scale))
+                                                                  : wv[i] * scale)
+                                           : 0.0;
+        wrong += dx[i] != expected;
+      }
+      INFO(dtype_name(dtype) << " n " << n);
+      CHECK(wrong == 0);
+    }
+  }
+}
+
 TEST_CASE("word dropout replaces ids at the given rate, reproducibly", "[known]") {
   const Tensor ids = Tensor::from_ids(std::vector<int64_t>(20000, 7), {20000});
   Generator g1(9), g2(9);

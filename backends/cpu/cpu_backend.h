@@ -93,7 +93,8 @@ class CpuBackend final : public Backend {
   // cpu_random.cpp
   void fill_uniform(Tensor& out, double low, double high, RandomStream rs) override;
   void fill_normal(Tensor& out, double mean, double stddev, RandomStream rs) override;
-  void dropout(const Tensor& x, double p, RandomStream rs, Tensor& y) override;
+  void dropout(const Tensor& x, double p, RandomStream rs, Tensor& y, Tensor& mask) override;
+  void dropout_backward(const Tensor& dy, const Tensor& mask, double p, Tensor& dx) override;
   void word_dropout(const Tensor& ids, double p, int64_t replacement, RandomStream rs,
                     Tensor& out) override;
 

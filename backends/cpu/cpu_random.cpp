@@ -77,15 +77,16 @@ uint32_t stream_word(const RandomStream& rs, int64_t i) {
 }
 }  // namespace
 
-void CpuBackend::dropout(const Tensor& x, double p, RandomStream rs, Tensor& y) {
+void CpuBackend::dropout(const Tensor& x, double p, RandomStream rs, Tensor& y, Tensor& mask) {
   cpu::dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* in = x.data<T>();
     T* out = y.data<T>();
+    auto* bits = reinterpret_cast<uint32_t*>(mask.data<int64_t>());  // word i / 32, bit i % 32
     const uint32_t threshold = dropout_threshold(p);
     const T scale = static_cast<T>(1.0 / (1.0 - p));
     const int64_t n = x.numel();
-    // Chunks of 1024 elements (256 blocks): the words of a chunk are generated in one batch.
+    // Chunks of 1024 elements (256 blocks, 32 mask words): a chunk's words are generated in one batch.
     constexpr int64_t kChunk = 1024;
 #pragma omp parallel for schedule(static) if (n >= kParallelGrain)
     for (int64_t start = 0; start < n; start += kChunk) {
@@ -98,6 +99,31 @@ void CpuBackend::dropout(const Tensor& x, double p, RandomStream rs, Tensor& y) 
       // mispredicts about p of the time.
 #pragma omp simd
       for (int64_t j = 0; j < len; ++j) ys[j] = words[j] >= threshold ? xs[j] * scale : T(0);
+      for (int64_t w = 0; w < (len + 31) / 32; ++w) {
+        const int64_t count = std::min<int64_t>(32, len - 32 * w);
+        uint32_t keep = 0;
+#pragma omp simd reduction(| : keep)
+        for (int64_t b = 0; b < count; ++b) keep |= static_cast<uint32_t>(words[32 * w + b] >= threshold) << b;
+        bits[start / 32 + w] = keep;
+      }
+    }
+  });
+}
+
+void CpuBackend::dropout_backward(const Tensor& dy, const Tensor& mask, double p, Tensor& dx) {
+  cpu::dispatch(dy.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* g = dy.data<T>();
+    T* out = dx.data<T>();
+    const auto* bits = reinterpret_cast<const uint32_t*>(mask.data<int64_t>());
+    const T scale = static_cast<T>(1.0 / (1.0 - p));  // as in the forward
+    const int64_t n = dy.numel(), words = (n + 31) / 32;
+#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
+    for (int64_t w = 0; w < words; ++w) {
+      const uint32_t keep = bits[w];
+      const int64_t first = 32 * w, count = std::min<int64_t>(32, n - first);
+#pragma omp simd
+      for (int64_t b = 0; b < count; ++b) out[first + b] = (keep >> b) & 1u ? g[first + b] * scale : T(0);
     }
   });
 }

@@ -129,7 +129,8 @@ class CudaBackend final : public Backend {
                               Tensor& dlogits) override;
 
   // cuda_random.cu
-  void dropout(const Tensor& x, double p, RandomStream rs, Tensor& y) override;
+  void dropout(const Tensor& x, double p, RandomStream rs, Tensor& y, Tensor& mask) override;
+  void dropout_backward(const Tensor& dy, const Tensor& mask, double p, Tensor& dx) override;
   void word_dropout(const Tensor& ids, double p, int64_t replacement, RandomStream rs,
                     Tensor& out) override;
 
