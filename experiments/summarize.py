@@ -160,13 +160,23 @@ def qknorm_verdict(q, s):
             f"seeds of one mode is {spread:.2f} BLEU; {verdict}.\n")
 
 
-def dev_by_step_table(out, runs, present, every=4000):
+def column_steps(rows, most=8):
+    """The steps of the by-step table: the evaluations' own steps when there are at most `most` of them,
+    else every 4,000 steps (or a coarser round step where that would give too many columns)."""
+    evaluated = sorted({t for _, _, r in rows for t, _ in r["evals"]})
+    if len(evaluated) <= most:
+        return evaluated
+    last = evaluated[-1]
+    every = next((e for e in (4000, 8000, 10000, 20000, 40000) if last // e <= 2 * most), -(-last // most))
+    return list(range(every, last + 1, every))
+
+
+def dev_by_step_table(out, runs, present):
     """The best dev BLEU each run had reached by step S: runs of unequal length compared at equal steps."""
     rows = [(mode, seed, r) for mode in present for seed, r in sorted(runs[mode]) if r.get("evals")]
     if not rows:
         return
-    last = max(r["evals"][-1][0] for _, _, r in rows)
-    steps = list(range(every, last + 1, every))
+    steps = column_steps(rows)
     out.append("## Best dev BLEU by step (runs of unequal length at equal steps)\n")
     out.append("| attention | seed | " + " | ".join(f"{s:,}" for s in steps) + " |")
     out.append("|---|--:|" + "--:|" * len(steps))

@@ -2,7 +2,8 @@
 """Tests of the Python helpers in experiments/ (standard library only; scripts/test.sh runs them):
 gains.py reads the learned gains of a checkpoint and refuses a malformed one with an error that
 names the file; summarize.py names the file and line of a malformed record and says what one
-run per mode can and cannot tell; lengths.py tabulates hypothesis / reference length.
+run per mode can and cannot tell; lengths.py tabulates hypothesis / reference length; overlay.py
+draws several runs' curves on one set of axes.
 
     python3 -m unittest tests/test_experiment_helpers.py    (from the repository root)
 """
@@ -18,6 +19,7 @@ import unittest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GAINS = os.path.join(ROOT, "experiments", "gains.py")
 LENGTHS = os.path.join(ROOT, "experiments", "lengths.py")
+OVERLAY = os.path.join(ROOT, "experiments", "overlay.py")
 SUMMARIZE = os.path.join(ROOT, "experiments", "summarize.py")
 
 
@@ -164,6 +166,22 @@ class SummarizeTest(unittest.TestCase):
         self.assertIn("| qknorm | 1 | 9.50 | 30.2 | 10.50 | 1 | 100 | 1 min |", out)
         self.assertIn("**+0.50 BLEU**, one run of each", out)
 
+    def test_by_step_columns(self):
+        short = [("qknorm", 1, {"evals": [(600, 2.0), (1200, 6.0), (1800, 12.0), (2400, 13.0)]})]
+        self.assertEqual(self.summarize.column_steps(short), [600, 1200, 1800, 2400])
+        long = [("qknorm", 1, {"evals": [(t, 1.0) for t in range(500, 24001, 500)]})]
+        self.assertEqual(self.summarize.column_steps(long), list(range(4000, 24001, 4000)))
+        longer = [("qknorm", 1, {"evals": [(t, 1.0) for t in range(1000, 100001, 1000)]})]
+        self.assertLessEqual(len(self.summarize.column_steps(longer)), 16)
+
+    def test_short_run_has_a_by_step_table(self):
+        self.record("qknorm-seed1", '{"bleu": 9.5, "chrf": 30.0}',
+                    '{"step": 600, "dev_bleu": 2.5}\n{"step": 1200, "dev_bleu": 6.25}\n')
+        rc, out, err = run(SUMMARIZE, self.dir.name, "toy")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("| attention | seed | 600 | 1,200 |", out)
+        self.assertIn("| qknorm | 1 | 2.50 | 6.25 |", out)
+
     def test_malformed_metrics_line_is_named(self):
         self.record("qknorm-seed1", '{"bleu": 9.5, "chrf": 30.0}', '{"step": 100, "dev_bleu": 10.5}\n{"step": 2\n')
         rc, _, err = run(SUMMARIZE, self.dir.name, "toy")
@@ -182,6 +200,49 @@ class SummarizeTest(unittest.TestCase):
         rc, _, err = run(SUMMARIZE, self.dir.name, "toy")
         self.assertNotEqual(rc, 0)
         self.assertIn("no finished runs", err)
+
+
+class OverlayTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def record(self, name, lines):
+        path = os.path.join(self.dir.name, name)
+        os.makedirs(path)
+        with open(os.path.join(path, "metrics.jsonl"), "w") as f:
+            f.write("".join(json.dumps(line) + "\n" for line in lines))
+        return path
+
+    def test_one_curve_per_run(self):
+        log = {"step": 50, "train_loss": 5.0}
+        a = self.record("f32/qknorm-seed1", [log, {"step": 100, "dev_loss": 3.0}, {"step": 200, "dev_loss": 2.5}])
+        b = self.record("bf16/qknorm-seed1", [log, {"step": 100, "dev_loss": 3.1}, {"step": 200, "dev_loss": 2.4}])
+        rc, out, err = run(OVERLAY, a, b)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out.count("<polyline"), 2)
+        self.assertIn("f32/qknorm-seed1", out)
+        self.assertIn("bf16/qknorm-seed1", out)
+        polylines = [l for l in out.splitlines() if l.startswith("<polyline")]
+        self.assertTrue(all(l.split('points="')[1].split('"')[0].count(",") == 2 for l in polylines))
+        self.assertNotEqual(polylines[0].split('stroke="')[1][:7], polylines[1].split('stroke="')[1][:7])
+
+    def test_a_metric_never_logged_is_named(self):
+        a = self.record("f32/qknorm-seed1", [{"step": 50, "train_loss": 5.0}])
+        rc, _, err = run(OVERLAY, "--metric", "dev_bleu", a)
+        self.assertNotEqual(rc, 0)
+        self.assertNotIn("Traceback", err)
+        self.assertIn("logs no 'dev_bleu'", err)
+
+    def test_malformed_line_is_named(self):
+        a = self.record("f32/qknorm-seed1", [{"step": 50, "dev_loss": 5.0}])
+        with open(os.path.join(a, "metrics.jsonl"), "a") as f:
+            f.write('{"step": 1\n')
+        rc, _, err = run(OVERLAY, a)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("metrics.jsonl:2: not a JSON line", err)
 
 
 class LengthsTest(unittest.TestCase):
