@@ -6,9 +6,10 @@
 //   b̄ = Σ_rows ȳ        [out]
 // The bias goes to the backend's GEMM with the product (GemmSpec::bias): oneDNN's bf16 matmul
 // adds it in its kernel; otherwise b is written into every row of y and GEMM adds x Wᵀ on top.
-// Under MixedPrecision(bf16) (ops/precision.h) x is rounded to bf16 once per call and W once per
-// step, the GEMMs take bf16 operands with f32 accumulation and results, and the backward rounds
-// ȳ once: the gradients stay f32.
+// Under MixedPrecision(bf16) (ops/precision.h) x and W are rounded to bf16 (bf16_operand) and the
+// GEMMs take bf16 operands with f32 accumulation and results. The backward saves the float32
+// x and W, as without mixed precision, and rounds them and ȳ again where a product reads them:
+// no bf16 copy outlives its product, so the peak memory is float32's. The gradients stay f32.
 #include <vector>
 
 #include "core/autograd.h"
@@ -38,12 +39,12 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   out_dims.back() = out;
   Tensor y = Tensor::empty(Shape(out_dims), x.dtype(), x.device());  // [..., out]
   Backend& be = backend(x.device());
-  // Mixed precision: the operands' bf16 copies, made once, used by the forward and the backward.
+  // Mixed precision: the operands' bf16 copies, for this product only.
   const bool mixed = linear_precision() == Precision::bf16 && x.dtype() == DType::f32;
   Tensor xs = x, ws = weight;
   if (mixed) {
     xs = bf16_operand(x);       // [..., in]
-    ws = bf16_operand(weight);  // [out, in]: a weight's copy is made once per step
+    ws = bf16_operand(weight);  // [out, in]
   }
   GemmSpec g;  // y [N, out] (+)= x [N, in] · Wᵀ
   g.trans_b = true;
@@ -57,17 +58,16 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (should_record(x, weight) || (with_bias && should_record(bias))) {
     std::vector<Tensor> inputs = {x, weight};
     if (with_bias) inputs.push_back(bias);
-    record("linear", inputs, {y}, {xs, ws}, [rows, in, out, mixed](BackwardContext& ctx) {
+    record("linear", inputs, {y}, {x, weight}, [rows, in, out, mixed](BackwardContext& ctx) {
       Tensor dy = ctx.grad_output();  // [..., out] = [N, out]
       const Tensor dy_f32 = dy;       // the bias's gradient sums it unrounded
       if (mixed) {
         NoGradGuard no_grad;
         dy = dy.to(DType::bf16);
       }
-      const Tensor& xs = ctx.saved(0);      // [N, in]
-      const Tensor& w = ctx.saved(1);       // [out, in]
       Backend& be = backend(dy.device());
       if (ctx.needs_grad(0)) {  // x̄ = ȳ W
+        const Tensor w = mixed ? bf16_operand(ctx.saved(1)) : ctx.saved(1);  // [out, in]
         auto target = ctx.grad_target(0);
         GemmSpec g;
         g.m = rows;
@@ -84,6 +84,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
         g.n = in;
         g.k = rows;
         g.beta = target.accumulate ? 1.0 : 0.0;
+        const Tensor xs = mixed ? bf16_operand(ctx.saved(0)) : ctx.saved(0);  // [N, in]
         be.gemm(g, dy, xs, target.buffer);
       }
       if (ctx.node_inputs() == 3 && ctx.needs_grad(2)) {  // b̄ = Σ_rows ȳ

@@ -3,10 +3,10 @@
 //
 //   op                                         under MixedPrecision(Precision::bf16)
 //   ------------------------------------------ ------------------------------------------------
-//   linear: attention projections, feed-      bf16 operands (each x and W rounded once per
-//     forward layers, the output logits        guard: bf16_operand), f32 accumulation and
-//                                              result; backward the same
-//                                              with dY rounded once (ops/linear.cpp); f32 grads
+//   linear: attention projections, feed-      bf16 operands (x and W rounded by bf16_operand
+//     forward layers, the output logits        for each product), f32 accumulation and result;
+//                                              the backward saves the f32 x and W and rounds
+//                                              them and dY again (ops/linear.cpp); f32 grads
 //   matmul_bf16                                always bf16 (it is the explicit form)
 //   attention (the fused op: QKᵀ, softmax, PV) f32 (its products in bf16: not yet)
 //   norms, softmax, dropout, the loss,         f32: sums and exponentials need float32's
@@ -19,9 +19,7 @@
 // by the op's backward, so backward() may run after the guard is gone.
 #pragma once
 
-#include <memory>
 #include <string>
-#include <unordered_map>
 
 #include "core/tensor.h"
 
@@ -33,10 +31,7 @@ enum class Precision { f32, bf16 };
 Precision linear_precision();
 
 // Sets the precision for the guard's lifetime (nested guards restore the outer one). A training
-// step holds one guard around all its forwards (every micro-batch of --accumulate), so that a
-// weight used by several forwards, or twice in one, is rounded once per step, and an activation
-// read by several linear layers (x by the q, k and v projections; the encoder's output by every
-// decoder layer's k and v) is rounded once, its one copy saved for all their backwards.
+// step holds one guard around its forwards.
 class MixedPrecision {
  public:
   explicit MixedPrecision(Precision precision);
@@ -45,22 +40,14 @@ class MixedPrecision {
   MixedPrecision& operator=(const MixedPrecision&) = delete;
 
  private:
-  friend Tensor bf16_operand(const Tensor& t);
-  struct Rounded {
-    std::weak_ptr<TensorImpl> source;  // expired: its address may belong to another tensor now
-    uint64_t version = 0;              // the source's storage version when rounded
-    std::weak_ptr<TensorImpl> copy;    // bf16; alive while a backward saves it (or `held` does)
-    Tensor held;                       // a weight's copy, kept for the whole guard
-  };
   Precision saved_;
-  MixedPrecision* outer_;
-  std::unordered_map<const TensorImpl*, Rounded> rounded_;
 };
 
-// `t` rounded to bf16, without recording (the caller's op records its own backward), once per
-// innermost guard and storage version (an in-place update bumps it): a weight's copy (a leaf
-// that requires grad) is kept until the guard ends; any other tensor's copy is reused while
-// something (a backward) still holds it. Outside a guard: rounded on every call.
+// `t` rounded to bf16 (round to nearest even), without recording: the caller's op records its
+// own backward. A product's operand copy lives only as long as that product: no bf16 copy is
+// saved for a backward or kept for the step, so the tape holds what it holds in float32 and the
+// peak memory is float32's. The price is a rounding pass per product (x and W in the forward,
+// again in the backward): bandwidth-bound passes, a few per cent of the step (docs/autodiff.md).
 Tensor bf16_operand(const Tensor& t);
 
 Precision parse_precision(const std::string& name);  // "f32" or "bf16"; else an Error naming them

@@ -911,7 +911,7 @@ class TrainingRun {
     if (inject_nan) nan_injected_ = true;
     opt_->zero_grad();
     grad_norm_ = NAN;
-    const MixedPrecision policy(parse_precision(settings_.precision));  // ops/precision.h: weights rounded once
+    const MixedPrecision policy(parse_precision(settings_.precision));  // ops/precision.h: the policy
     double loss_value = 0;  // this rank's part of the batch's loss; after agree_on_loss, the batch's
     Tensor last_loss;       // the last micro-batch's loss, whose backward waits for the agreement
     if (ranks_ * settings_.accumulate == 1) {
