@@ -72,6 +72,9 @@ void Backend::max_axis_backward(const Tensor&, const Tensor&, int64_t, int64_t, 
   not_implemented("max_axis_backward");
 }
 void Backend::gemm(const GemmSpec&, const Tensor&, const Tensor&, Tensor&) { not_implemented("gemm"); }
+std::string Backend::bf16_products_missing() const {
+  return cat("the ", device_name(device()), " backend has no bf16 products");
+}
 void Backend::softmax(const Tensor&, Tensor&, bool) { not_implemented("softmax"); }
 void Backend::softmax_backward(const Tensor&, const Tensor&, Tensor&, bool) { not_implemented("softmax_backward"); }
 void Backend::layer_norm(const Tensor&, const Tensor&, const Tensor&, double, Tensor&, Tensor&, Tensor&) {

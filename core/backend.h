@@ -182,6 +182,10 @@ class Backend {
                                  int64_t inner, Tensor& dx);
 
   virtual void gemm(const GemmSpec& spec, const Tensor& a, const Tensor& b, Tensor& c);
+  // Whether gemm multiplies bf16 operands at native speed here (mixed precision's products): ""
+  // if it does, else what is missing, for a message. gemm still takes bf16 operands where it
+  // is not native (correct, no faster). Default: "the <device> backend has no bf16 products".
+  virtual std::string bf16_products_missing() const;
 
   // ---- row-wise normalisation over the last dim, x as [rows, d] (cpu: cpu_norm.cpp) ----
   // y = softmax(x) per row, or log_softmax when `log`. A row of all -inf gives 0 (log: -inf).

@@ -338,6 +338,12 @@ TEST_CASE("cuda: mixed precision (bf16 products on cuBLAS) equals the CPU's: lin
   }
   // Rounding shows: not the f32 product.
   CHECK(max_abs_diff(gpu[1], matmul(x0, w0, false, true)) > 1e-4);
+  // Native bf16 from Ampere on; an older GPU is named with its compute capability (train refuses it).
+  if constexpr (kGpu == Device::cuda) {
+    const std::string missing = backend(kGpu).bf16_products_missing();
+    INFO(cuda_info().summary);
+    if (!missing.empty()) CHECK_THAT(missing, Contains("compute capability") && Contains("no bf16 tensor cores"));
+  }
 }
 
 TEST_CASE("cuda: random tensors equal the CPU's for the same seed", "[cuda]") {

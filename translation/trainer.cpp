@@ -29,7 +29,6 @@
 #include "nn/schedule.h"
 #include "ops/ops.h"
 #include "plots/svg.h"
-#include "backends/cpu/cpu_gemm_provider.h"
 #include "ops/precision.h"
 #include "translation/averaging.h"
 #include "translation/batching.h"
@@ -73,8 +72,7 @@ void check_precision(const RunSettings& s, Device device) {
   if (s.precision != "bf16") return;
   const std::string flag = "qkgrad-translate train: --precision bf16";
   if (s.dtype != "f32") throw UsageError(cat(flag, " mixes bf16 products into float32 training; --dtype is ", s.dtype));
-  if (device != Device::cpu) return;  // cuBLAS's bf16 GEMMs (tensor cores on Ampere and later)
-  const std::string missing = cpu::bf16_gemm_missing();
+  const std::string missing = backend(device).bf16_products_missing();  // CPU: AVX512_BF16 or AMX
   if (!missing.empty()) throw UsageError(cat(flag, ": ", missing, "; use --precision f32"));
 }
 

@@ -45,6 +45,7 @@ class CpuBackend final : public Backend {
 
   // cpu_gemm.cpp
   void gemm(const GemmSpec& spec, const Tensor& a, const Tensor& b, Tensor& c) override;
+  std::string bf16_products_missing() const override;  // cpu::bf16_gemm_missing()
 
   // cpu_norm.cpp
   void softmax(const Tensor& x, Tensor& y, bool log) override;

@@ -56,6 +56,8 @@ void run_gemm(const GemmSpec& g, const TA* pa, const TA* pb, TC* pc) {
 
 }  // namespace
 
+std::string CpuBackend::bf16_products_missing() const { return cpu::bf16_gemm_missing(); }
+
 void CpuBackend::gemm(const GemmSpec& g, const Tensor& a, const Tensor& b, Tensor& c) {
   // oneDNN's bf16 matmul adds a bias in its kernel; every other product takes it into C first.
   if (g.bias && (a.dtype() != DType::bf16 || g.m == 0 || g.n == 0)) return gemm_bias_in_c(g, a, b, c);

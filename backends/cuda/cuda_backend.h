@@ -82,6 +82,7 @@ class CudaBackend final : public Backend {
 
   // cuda_gemm.cu
   void gemm(const GemmSpec& spec, const Tensor& a, const Tensor& b, Tensor& c) override;
+  std::string bf16_products_missing() const override;  // "" from compute capability 8.0 (Ampere)
 
   // cuda_norm.cu
   void softmax(const Tensor& x, Tensor& y, bool log) override;

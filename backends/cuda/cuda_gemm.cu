@@ -169,6 +169,20 @@ void run_gemm(cublasHandle_t handle, const GemmSpec& g, const TA* pa, const TA* 
 
 }  // namespace
 
+// cuBLAS multiplies bf16 on the tensor cores from Ampere (compute capability 8.0) on; older
+// GPUs have no bf16 units (PyTorch's torch.cuda.is_bf16_supported() draws the same line).
+std::string CudaBackend::bf16_products_missing() const {
+  int device = 0, major = 0, minor = 0;
+  QKGRAD_CUDA_CHECK(cudaGetDevice(&device));
+  QKGRAD_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  QKGRAD_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  if (major >= 8) return "";
+  cudaDeviceProp prop{};
+  QKGRAD_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  return cat("the GPU (", prop.name, ", compute capability ", major, ".", minor,
+             ") has no bf16 tensor cores (Ampere, 8.0, and later have them)");
+}
+
 void CudaBackend::gemm(const GemmSpec& g, const Tensor& a, const Tensor& b, Tensor& c) {
   if (g.bias) return gemm_bias_in_c(g, a, b, c);  // C = bias, then C += op(A)op(B) (cuBLASLt could fuse it)
   if (a.dtype() == DType::bf16) {  // mixed precision: bf16 operands, a float32 result
