@@ -317,6 +317,47 @@ TEST_CASE("beam search's stop rules: bound searches on while a live beam can sti
     INFO("alpha " << alpha);
     if (alpha > 0) CHECK(better > 0);  // the second copy, for some of the 96 sentences (3-4 of them here)
   }
+  // The length controls on the same model. A word penalty w enters every score as
+  // (log P − w·L) / lp(L), L counting the eos; a negative w (a reward per token) picks the second
+  // copy more often, and bound still never stops below first-k's best.
+  auto total_length = [&](const BeamOptions& o) {
+    std::size_t n = 0;
+    for (const auto& hyps : beam_search_nbest(model, sources, o)) n += hyps.front().tokens.size();
+    return n;
+  };
+  BeamOptions plain{2, 0.6, 12, {}}, reward = plain;
+  reward.word_penalty = -1.0;
+  CHECK(total_length(reward) > total_length(plain));
+  reward.word_penalty = 1.0;  // a penalty: shorter
+  CHECK(total_length(reward) < total_length(plain));
+  reward.word_penalty = -0.5;
+  BeamOptions reward_bound = reward;
+  reward_bound.stop = BeamStop::bound;
+  const auto wa = beam_search_nbest(model, sources, reward), wb = beam_search_nbest(model, sources, reward_bound);
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    INFO("word penalty -0.5, sentence " << i);
+    CHECK(wb[i].front().score >= wa[i].front().score);
+    for (const auto& h : wa[i]) {
+      const double L = static_cast<double>(h.tokens.size() + 1);
+      CHECK(h.score == Approx((h.log_prob + 0.5 * L) / std::pow((5 + L) / 6, 0.6)).epsilon(1e-12));
+    }
+  }
+  // min_length: no hypothesis ends before 7 tokens (more than a double copy of most sources),
+  // except at the length limit, |source| + max_extra.
+  BeamOptions at_least{2, 0.6, 12, {}};
+  at_least.min_length = 7;
+  const auto m = beam_search_nbest(model, sources, at_least);
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    INFO("min_length 7, sentence " << i);
+    for (const auto& h : m[i]) CHECK(h.tokens.size() >= 7);
+  }
+  at_least.min_length = 100;  // beyond the limit: every hypothesis ends there
+  const auto capped = beam_search_nbest(model, sources, at_least);
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    for (const auto& h : capped[i]) CHECK(h.tokens.size() == sources[i].size() + 12);
+  }
+  at_least.sampling.on = true;
+  CHECK_THROWS_WITH(beam_search_nbest(model, sources, at_least), Contains("min_length shapes the beam search only"));
 }
 
 TEST_CASE("n-best lists are ranked by score, start with the best, and score_pairs agrees with the loss", "[translate]") {

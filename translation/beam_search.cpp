@@ -31,9 +31,24 @@ double length_penalty(int64_t length, double alpha) {
   return std::pow((5.0 + static_cast<double>(length)) / 6.0, alpha);
 }
 
-ScoredHypothesis finish(std::vector<int64_t> tokens, double log_prob, double alpha) {
-  const double score = log_prob / length_penalty(static_cast<int64_t>(tokens.size()) + 1, alpha);
+// The ranking score of an ending of `length` tokens, eos included (beam_search.h).
+double score_of(double log_prob, int64_t length, const BeamOptions& o) {
+  return (log_prob - o.word_penalty * static_cast<double>(length)) / length_penalty(length, o.alpha);
+}
+
+ScoredHypothesis finish(std::vector<int64_t> tokens, double log_prob, const BeamOptions& o) {
+  const double score = score_of(log_prob, static_cast<int64_t>(tokens.size()) + 1, o);
   return {std::move(tokens), log_prob, score};
+}
+
+// The best score a live hypothesis can still end with: its log-probability can only fall, so
+// the best over the lengths it may end at, log P kept (beam_search.h, BeamStop::bound).
+double best_possible(const Hypothesis& h, int64_t max_len, const BeamOptions& o) {
+  const int64_t shortest = std::max<int64_t>(static_cast<int64_t>(h.tokens.size()), o.min_length) + 1;
+  double best = score_of(h.log_prob, max_len + 1, o);  // at most max_len tokens, then eos
+  if (o.word_penalty == 0) return best;  // log P ≤ 0 over the longest lp is the best already
+  for (int64_t length = shortest; length <= max_len; ++length) best = std::max(best, score_of(h.log_prob, length, o));
+  return best;
 }
 
 // Whether a sentence's search may stop (BeamOptions::stop), given its endings so far and its
@@ -46,9 +61,8 @@ bool search_done(std::vector<ScoredHypothesis>& finished, const std::vector<Hypo
                    [](const ScoredHypothesis& x, const ScoredHypothesis& y) { return x.score > y.score; });
   finished.resize(static_cast<std::size_t>(K));
   const double kth = finished.back().score;
-  const double longest = length_penalty(max_len + 1, o.alpha);  // at most max_len tokens, then eos
   for (const Hypothesis& h : live) {
-    if (h.log_prob != kDead && h.log_prob / longest > kth) return false;  // it might still win
+    if (h.log_prob != kDead && best_possible(h, max_len, o) > kth) return false;  // it might still win
   }
   return true;
 }
@@ -183,7 +197,7 @@ std::vector<std::vector<ScoredHypothesis>> sample_nbest(const Models& models, co
       const int64_t token = out_of_room ? c.eos_id : draw(row, V, o.sampling, generators[i]);
       rows[i].log_prob += row[token];
       if (token == c.eos_id) {
-        samples[static_cast<std::size_t>(r / K)].push_back(finish(std::move(rows[i].tokens), rows[i].log_prob, o.alpha));
+        samples[static_cast<std::size_t>(r / K)].push_back(finish(std::move(rows[i].tokens), rows[i].log_prob, o));
         ended[i] = true;
       } else {
         rows[i].tokens.push_back(token);
@@ -207,6 +221,10 @@ std::vector<std::vector<ScoredHypothesis>> beam_search_nbest(const Models& model
   QKGRAD_CHECK(o.beam >= 1, "beam search: the beam size must be >= 1, got ", o.beam);
   QKGRAD_CHECK(o.alpha >= 0 && std::isfinite(o.alpha), "beam search: alpha must be >= 0, got ", o.alpha);
   QKGRAD_CHECK(o.max_extra >= 1, "beam search: max_extra must be >= 1, got ", o.max_extra);
+  QKGRAD_CHECK(o.min_length >= 0, "beam search: min_length must be >= 0, got ", o.min_length);
+  QKGRAD_CHECK(std::isfinite(o.word_penalty), "beam search: the word penalty must be finite, got ", o.word_penalty);
+  QKGRAD_CHECK(!o.sampling.on || o.min_length == 0, "sampling: min_length shapes the beam search only (a sample is "
+               "drawn from the model as it is)");
   QKGRAD_CHECK(o.sampling.temperature > 0 && std::isfinite(o.sampling.temperature),
                "sampling: the temperature must be > 0, got ", o.sampling.temperature);
   QKGRAD_CHECK(o.sampling.top_k >= 0, "sampling: top-k must be >= 0, got ", o.sampling.top_k);
@@ -240,24 +258,29 @@ std::vector<std::vector<ScoredHypothesis>> beam_search_nbest(const Models& model
           const Hypothesis& h = beams[static_cast<std::size_t>(k)];
           if (h.log_prob == kDead) continue;
           const double log_prob = h.log_prob + lp[static_cast<std::size_t>((b * K + k) * V + c.eos_id)];
-          finished[static_cast<std::size_t>(b)].push_back(finish(h.tokens, log_prob, o.alpha));
+          finished[static_cast<std::size_t>(b)].push_back(finish(h.tokens, log_prob, o));
         }
         done[static_cast<std::size_t>(b)] = true;  // its rows are never read again
         continue;
       }
-      // The best 2K continuations of all live beams (2K so that K survive even if K end here).
+      // The best 2K continuations of all live beams (2K so that K survive even if K end here);
+      // before min_length tokens, eos is not one of them.
+      const bool may_end = t >= o.min_length;
       std::vector<Candidate> cands;
       for (int64_t k = 0; k < K; ++k) {
         const Hypothesis& h = beams[static_cast<std::size_t>(k)];
         if (h.log_prob == kDead) continue;
         const double* row = lp.data() + (b * K + k) * V;
-        std::vector<int64_t> ids(static_cast<std::size_t>(V));
-        std::iota(ids.begin(), ids.end(), 0);
-        const int64_t keep = std::min<int64_t>(2 * K, V);
+        std::vector<int64_t> ids;
+        ids.reserve(static_cast<std::size_t>(V));
+        for (int64_t v = 0; v < V; ++v) {
+          if (may_end || v != c.eos_id) ids.push_back(v);
+        }
+        const auto keep = std::min<std::ptrdiff_t>(2 * K, static_cast<std::ptrdiff_t>(ids.size()));
         std::partial_sort(ids.begin(), ids.begin() + keep, ids.end(), [&](int64_t x, int64_t y) {
           return row[x] > row[y] || (row[x] == row[y] && x < y);
         });
-        for (int64_t i = 0; i < keep; ++i) {
+        for (std::ptrdiff_t i = 0; i < keep; ++i) {
           const int64_t v = ids[static_cast<std::size_t>(i)];
           cands.push_back({h.log_prob + row[v], k, v});
         }
@@ -277,7 +300,7 @@ std::vector<std::vector<ScoredHypothesis>> beam_search_nbest(const Models& model
           // then exactly greedy decoding.
           const bool room = o.stop == BeamStop::bound || static_cast<int64_t>(finished[static_cast<std::size_t>(b)].size()) < K;
           if (static_cast<int64_t>(rank) < K && room) {
-            finished[static_cast<std::size_t>(b)].push_back(finish(parent.tokens, cand.log_prob, o.alpha));
+            finished[static_cast<std::size_t>(b)].push_back(finish(parent.tokens, cand.log_prob, o));
           }
         } else if (static_cast<int64_t>(next.size()) < K) {
           Hypothesis h{parent.tokens, cand.log_prob};

@@ -1,5 +1,7 @@
-// Batched beam search with the GNMT length penalty (Wu et al. 2016):
-//   score(Y) = log P(Y | X) / lp(Y),   lp(Y) = ((5 + |Y|) / 6)^α
+// Batched beam search with the GNMT length penalty (Wu et al. 2016) and Marian's word penalty:
+//   score(Y) = (log P(Y | X) − w·|Y|) / lp(Y),   lp(Y) = ((5 + |Y|) / 6)^α
+// (|Y| counts the eos; w = 0 by default, and a negative w rewards every token, lengthening the
+// output). An eos is not allowed before min_length tokens (fairseq's --min-len).
 // The encoder runs once per batch of sources; the decoder runs one step at a time for all
 // B·K hypotheses together, reusing its key/value caches, which are reordered after each step to
 // follow the surviving hypotheses. A sentence is done when it has K finished hypotheses
@@ -32,8 +34,9 @@ struct Sampling {
 
 // When a sentence's search stops. first_k (fairseq's rule): as soon as K hypotheses have ended.
 // bound: only when no live beam can still beat the K-th best ending: a live beam's log-probability
-// can only fall, so its best possible score is log P / lp(the longest allowed length) (with a
-// length penalty, a longer hypothesis divides by more); the K best endings are kept.
+// can only fall, so its best possible score is the best of (log P − w·L) / lp(L) over the
+// lengths L it may still end at (without a word penalty: the longest, which divides by the
+// most); the K best endings are kept.
 enum class BeamStop { first_k, bound };
 
 struct BeamOptions {
@@ -42,6 +45,8 @@ struct BeamOptions {
   int64_t max_extra = 50;   // at most |source| + max_extra output tokens
   Sampling sampling;
   BeamStop stop = BeamStop::first_k;
+  int64_t min_length = 0;   // no eos before this many tokens (the max_extra limit still ends a beam)
+  double word_penalty = 0;  // w: subtracted from log P per token (eos included) before lp divides
 };
 
 // A finished hypothesis: its tokens (no bos/eos), log P(tokens + eos | X), and the score it is

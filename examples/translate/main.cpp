@@ -427,8 +427,30 @@ struct ThreadsFlag {
   }
 };
 
+// The beam search's flags, shared by translate and eval (BeamOptions, translation/beam_search.h).
+struct SearchFlags {
+  BeamOptions& beam;
+  std::string stop = "first-k";
+  CLI::Option* beam_given;
+  SearchFlags(Args& args, BeamOptions& options) : beam(options) {
+    beam_given = args.option("beam", "beam size", &beam.beam, 1, 64);
+    args.option("alpha", "GNMT length penalty exponent: score = (log P - word penalty x length) / ((5 + length) / 6)^alpha",
+                &beam.alpha, 0, 10);
+    args.choice("beam-stop", "when a sentence's beam search stops: first-k (fairseq's rule: once beam-size hypotheses "
+                "have ended) or bound (when no live hypothesis can still beat the beam-size-th best ending under the "
+                "length and word penalties)", &stop, {"first-k", "bound"});
+    args.option("max-extra", "at most source length + this many tokens", &beam.max_extra, 1, 10000);
+    args.option("min-length", "no end of sentence before this many subwords (fairseq's --min-len; the --max-extra limit "
+                "still ends a hypothesis)", &beam.min_length, 0, 10000);
+    args.option("word-penalty", "subtracted from log P per subword, end of sentence included, before the length penalty "
+                "divides (Marian's --word-penalty): negative lengthens the output, positive shortens it; tune it on dev",
+                &beam.word_penalty, -100, 100);
+  }
+  void apply() const { beam.stop = stop == "bound" ? BeamStop::bound : BeamStop::first_k; }
+};
+
 int cmd_translate(int argc, char** argv) {
-  std::string run, input, output, device = "cpu", checkpoint, beam_stop = "first-k";
+  std::string run, input, output, device = "cpu", checkpoint;
   BeamOptions beam;
   bool greedy = false, quiet = false;
   int64_t max_length = 1024, n_best = 0, batch_lines = 0;
@@ -441,13 +463,11 @@ int cmd_translate(int argc, char** argv) {
   args.once(args.option("input", "input file (default: stdin)", &input), "translate one file at a time");
   args.option("output", "output file, written atomically at the end (default: stdout, as it goes)", &output);
   args.once(args.option("checkpoint", kEnsembleHelp, &checkpoint), kOneList);
-  CLI::Option* beam_given = args.option("beam", "beam size", &beam.beam, 1, 64);
-  args.option("alpha", "GNMT length penalty exponent", &beam.alpha, 0, 10);
-  args.choice("beam-stop", "when a sentence's beam search stops: first-k (fairseq's rule: once beam-size hypotheses have ended) or bound (when no live hypothesis can still beat the beam-size-th best ending under the length penalty)", &beam_stop, {"first-k", "bound"});
-  args.option("max-extra", "at most source length + this many tokens", &beam.max_extra, 1, 10000);
+  const SearchFlags search(args, beam);
+  CLI::Option* beam_given = search.beam_given;
   args.option("max-length", "longer lines are cropped to this many subwords (counted on stderr)", &max_length, 1, 100000);
   args.option("n-best", "write the K best of each line as `N ||| translation ||| F0= logP ||| score` (Moses/Marian: N "
-              "counts lines from 0; F0 = log P(translation + eos), score = log P / length penalty, the beam's ranking); "
+              "counts lines from 0; F0 = log P(translation + eos), score = (log P - word penalty x length) / length penalty, the beam's ranking); "
               "K <= --beam", &n_best, 1, 64);
   args.option("batch-lines", "lines read and translated at a time, or fewer when the input pauses (default: 1 from a "
               "terminal, else 500)", &batch_lines, 1, 1000000);
@@ -466,7 +486,7 @@ int cmd_translate(int argc, char** argv) {
   const ThreadsFlag threads(args);
   if (!args.parse(argc, argv, 2)) return 0;
   threads.apply();
-  beam.stop = beam_stop == "bound" ? BeamStop::bound : BeamStop::first_k;
+  search.apply();
   const Device on = parse_device("qkgrad-translate translate", device);
   for (CLI::Option* o : sampling_flags) {
     if (o->count() > 0 && !beam.sampling.on) throw UsageError(cat("qkgrad-translate translate: ", o->get_name(), " needs --sample"));
@@ -475,6 +495,10 @@ int cmd_translate(int argc, char** argv) {
     if (greedy || beam_given->count() > 0) {
       throw UsageError("qkgrad-translate translate: --sample draws instead of searching: leave out --beam and --greedy "
                        "(--n-best K gives K samples per line)");
+    }
+    if (beam.min_length > 0) {
+      throw UsageError("qkgrad-translate translate: --min-length shapes the beam search; --sample draws from the model as "
+                       "it is: leave out one of them");
     }
     beam.beam = std::max<int64_t>(n_best, 1);
   }
@@ -632,7 +656,7 @@ int cmd_bleu(int argc, char** argv) {
 }
 
 int cmd_eval(int argc, char** argv) {
-  std::string run, split = "test", data, tokenize, device = "cpu", checkpoint, beam_stop = "first-k";
+  std::string run, split = "test", data, tokenize, device = "cpu", checkpoint;
   BeamOptions beam;
   int64_t show = 0, max_length = 1024;
   Args args("qkgrad-translate eval", "Translates DATA/SPLIT.SRC and scores it against DATA/SPLIT.TGT (BLEU, chrF, with\n"
@@ -643,9 +667,7 @@ int cmd_eval(int argc, char** argv) {
   args.option("split", "which split: train, dev or test (DATA/SPLIT.SRC and DATA/SPLIT.TGT)", &split);
   args.option("data", "data directory (default: the one the run was trained on)", &data);
   args.once(args.option("checkpoint", kEnsembleHelp, &checkpoint), kOneList);
-  args.option("beam", "beam size", &beam.beam, 1, 64);
-  args.option("alpha", "GNMT length penalty exponent", &beam.alpha, 0, 10);
-  args.choice("beam-stop", "when a sentence's beam search stops: first-k (fairseq's rule: once beam-size hypotheses have ended) or bound (when no live hypothesis can still beat the beam-size-th best ending under the length penalty)", &beam_stop, {"first-k", "bound"});
+  const SearchFlags search(args, beam);
   args.choice("tokenize", "BLEU tokenisation (default: the run's, bleu_tokenize in options.json)", &tokenize, {"13a", "none"});
   args.option("show", "print this many source / reference / translation triples", &show, 0, 1000000);
   args.option("max-length", "longer source lines are cropped to this many subwords (counted on stderr)", &max_length, 1, 100000);
@@ -656,7 +678,7 @@ int cmd_eval(int argc, char** argv) {
   args.flag("quiet", "on stderr only errors (no note about cropped lines, no warning)", &quiet);
   if (!args.parse(argc, argv, 2)) return 0;
   threads.apply();
-  beam.stop = beam_stop == "bound" ? BeamStop::bound : BeamStop::first_k;
+  search.apply();
   const Device on = parse_device("qkgrad-translate eval", device);
   const SplitFiles files = split_files_of_run(run, data, split);
   const std::string hyp_path = run + "/" + split + ".hyp";
