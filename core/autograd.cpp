@@ -152,7 +152,10 @@ Tensor grad_buffer(const Tensor& leaf) {
   return Tensor(impl.grad);
 }
 
-void backward(const Tensor& root, const Tensor& seed, const LeafGradHook& on_leaf_final) {
+namespace {
+
+// The root's checks: defined, requiring grad, not yet backpropagated, and a seed like it.
+TensorImpl& checked_root(const Tensor& root, const Tensor& seed) {
   QKGRAD_CHECK(root.defined(), "backward(): the tensor is undefined");
   QKGRAD_CHECK(seed.defined() && seed.shape() == root.shape() && seed.dtype() == root.dtype() &&
                    seed.device() == root.device(),
@@ -165,91 +168,110 @@ void backward(const Tensor& root, const Tensor& seed, const LeafGradHook& on_lea
   QKGRAD_CHECK(r.requires_grad, "backward(): the tensor (", describe(root),
                ") does not require grad: none of the tensors it was computed from requires grad, "
                "or it was computed under NoGradGuard");
+  return r;
+}
+
+// The index of the node that made the root, checked to be on this thread's current tape.
+std::size_t root_node(const Tape& t, const std::vector<Node>& nodes, const Tensor& root) {
+  const TensorImpl& r = *root.impl();
+  QKGRAD_CHECK(r.tape_epoch == t.epoch() && r.tape_index < nodes.size(), "backward(): the tensor (",
+               describe(root), ") was made by op '", r.creator,
+               "' on a tape that was since cleared or consumed by another backward(), or on "
+               "another thread's tape; run the forward pass again");
+  bool is_output = false;
+  for (const Tensor& out : nodes[r.tape_index].outputs) is_output = is_output || out.impl() == &r;
+  QKGRAD_CHECK(is_output, "backward(): internal error: the tape does not hold the node that made ",
+               describe(root));
+  return r.tape_index;
+}
+
+// Walks down from the root's node (`top`) over the nodes the gradient will reach (the root's,
+// and any one of whose outputs feeds a reached tensor) and checks their saved tensors' versions
+// before any gradient moves, so that a tensor overwritten in place fails the whole backward
+// cleanly. With `plan_leaves`, returns for each node the leaves whose gradient is final once it
+// has run: those it is the last (lowest) node to feed, in the order of its inputs (the same
+// order on every process, for a hook that sums gradients over them).
+std::vector<std::vector<Tensor>> check_reachable(std::vector<Node>& nodes, std::size_t top, const TensorImpl* root,
+                                                 bool plan_leaves) {
+  std::unordered_set<const TensorImpl*> reached = {root};
+  std::unordered_map<const TensorImpl*, std::size_t> last_node_of_leaf;
+  for (std::size_t i = top + 1; i-- > 0;) {
+    Node& node = nodes[i];
+    bool reachable = false;
+    for (const Tensor& out : node.outputs) reachable = reachable || reached.count(out.impl()) > 0;
+    if (!reachable) continue;
+    for (const Tensor& in : node.inputs) {
+      if (!in.requires_grad()) continue;
+      reached.insert(in.impl());
+      if (plan_leaves && in.is_leaf()) last_node_of_leaf.insert_or_assign(in.impl(), i);
+    }
+    BackwardContext ctx(node);
+    for (std::size_t j = 0; j < node.saved.size(); ++j) ctx.saved(static_cast<int>(j));  // throws if overwritten
+  }
+  std::vector<std::vector<Tensor>> final_after(plan_leaves ? top + 1 : 0);
+  for (std::size_t i = 0; plan_leaves && i <= top; ++i) {
+    for (const Tensor& in : nodes[i].inputs) {
+      const auto last = last_node_of_leaf.find(in.impl());
+      if (last == last_node_of_leaf.end() || last->second != i) continue;
+      final_after[i].push_back(in);
+      last_node_of_leaf.erase(last);  // once, even if the node takes it twice
+    }
+  }
+  return final_after;
+}
+
+// One node: its backward, if a gradient reached one of its outputs; then its outputs'
+// gradients (unless retained) and what it saved are freed at once.
+void run_node(Node& node) {
+  bool reached = false;
+  for (const Tensor& out : node.outputs) reached = reached || out.impl()->grad != nullptr;
+  if (reached) {
+    BackwardContext ctx(node);
+    node.backward(ctx);
+  }
+  for (const Tensor& out : node.outputs) {
+    if (!out.impl()->retains_grad) out.impl()->grad.reset();
+  }
+  node = Node{};
+}
+
+// After a failure at node `next`: the gradients of intermediates that never got to flow are
+// dropped (the tape is cleared next); leaves may hold a partial sum (zero them before the next step).
+void drop_pending_grads(std::vector<Node>& nodes, std::size_t next) {
+  for (std::size_t i = 0; i <= next && i < nodes.size(); ++i) {
+    for (const Tensor& out : nodes[i].outputs) {
+      if (out.defined()) out.impl()->grad.reset();
+    }
+  }
+}
+
+}  // namespace
+
+// The walk: the tape from the root's node down, each node's backward adding into its inputs'
+// gradients; `on_leaf_final` is told of each leaf as soon as no node left can add to it.
+void backward(const Tensor& root, const Tensor& seed, const LeafGradHook& on_leaf_final) {
+  TensorImpl& r = checked_root(root, seed);
   if (r.creator == nullptr) {  // a leaf: its gradient is the seed itself
     add_into_grad(r, seed.clone());
     if (on_leaf_final) on_leaf_final(root);
     return;
   }
   Tape& t = tape();
-  QKGRAD_CHECK(r.tape_epoch == t.epoch_ && r.tape_index < t.nodes_.size(), "backward(): the tensor (",
-               describe(root), ") was made by op '", r.creator,
-               "' on a tape that was since cleared or consumed by another backward(), or on "
-               "another thread's tape; run the forward pass again");
-
-  bool is_output = false;
-  for (const Tensor& out : t.nodes_[r.tape_index].outputs) is_output = is_output || out.impl() == &r;
-  QKGRAD_CHECK(is_output, "backward(): internal error: the tape does not hold the node that made ",
-               describe(root));
-  // Check the saved tensors of every node the gradient will reach before touching any
-  // gradient, so that a tensor overwritten in place fails the whole backward cleanly instead
-  // of leaving gradients half-accumulated. Reachable: the root's node, and any node one of
-  // whose outputs feeds a reachable node.
-  // With a hook, also note for each leaf the last node (lowest index) that feeds it: once
-  // that node has run, the leaf's gradient is final.
-  std::unordered_set<const TensorImpl*> reached = {&r};
-  std::unordered_map<const TensorImpl*, std::size_t> last_node_of_leaf;
-  for (std::size_t i = r.tape_index + 1; i-- > 0;) {
-    Node& node = t.nodes_[i];
-    bool reachable = false;
-    for (const Tensor& out : node.outputs) reachable = reachable || reached.count(out.impl()) > 0;
-    if (!reachable) continue;
-    for (const Tensor& in : node.inputs) {
-      if (in.requires_grad()) reached.insert(in.impl());
-    }
-    if (on_leaf_final) {  // walking down the tape: the last sighting of a leaf is its final node
-      for (const Tensor& in : node.inputs) {
-        if (in.requires_grad() && in.is_leaf()) last_node_of_leaf.insert_or_assign(in.impl(), i);
-      }
-    }
-    BackwardContext ctx(node);
-    try {
-      for (std::size_t j = 0; j < node.saved.size(); ++j) ctx.saved(static_cast<int>(j));
-    } catch (...) {
-      t.clear();
-      throw;
-    }
-  }
-
-  // The leaves made final by node i, in the order of its inputs (the same on every process).
-  std::vector<std::vector<Tensor>> leaves_final_after(on_leaf_final ? r.tape_index + 1 : 0);
-  for (std::size_t i = 0; on_leaf_final && i <= r.tape_index; ++i) {
-    for (const Tensor& in : t.nodes_[i].inputs) {
-      const auto last = last_node_of_leaf.find(in.impl());
-      if (last == last_node_of_leaf.end() || last->second != i) continue;
-      leaves_final_after[i].push_back(in);
-      last_node_of_leaf.erase(last);  // once, even if the node takes it twice
-    }
-  }
-
-  add_into_grad(r, seed.clone());
-  NoGradGuard no_grad;  // backward functions compute with ops but record nothing
-  std::size_t next = r.tape_index + 1;  // nodes below `next` have not run yet
+  const std::size_t top = root_node(t, t.nodes_, root);
+  std::size_t next = top + 1;  // nodes below `next` have not run yet
   try {
-    for (std::size_t i = r.tape_index + 1; i-- > 0;) {
+    const auto final_after = check_reachable(t.nodes_, top, &r, static_cast<bool>(on_leaf_final));
+    add_into_grad(r, seed.clone());
+    NoGradGuard no_grad;  // backward functions compute with ops but record nothing
+    for (std::size_t i = top + 1; i-- > 0;) {
       next = i;
-      Node& node = t.nodes_[i];
-      bool reached = false;
-      for (const Tensor& out : node.outputs) reached = reached || out.impl()->grad != nullptr;
-      if (reached) {
-        BackwardContext ctx(node);
-        node.backward(ctx);
-      }
-      for (const Tensor& out : node.outputs) {
-        if (!out.impl()->retains_grad) out.impl()->grad.reset();
-      }
-      node = Node{};  // frees what the node saved as soon as it is done
+      run_node(t.nodes_[i]);
       if (on_leaf_final) {
-        for (const Tensor& leaf : leaves_final_after[i]) on_leaf_final(leaf);
+        for (const Tensor& leaf : final_after[i]) on_leaf_final(leaf);
       }
     }
   } catch (...) {
-    // Gradients of intermediates that never got to flow are dropped with the tape; leaves may
-    // hold a partial sum (zero them before the next step).
-    for (std::size_t i = 0; i <= next && i < t.nodes_.size(); ++i) {
-      for (const Tensor& out : t.nodes_[i].outputs) {
-        if (out.defined()) out.impl()->grad.reset();
-      }
-    }
+    drop_pending_grads(t.nodes_, next);
     t.clear();
     throw;
   }

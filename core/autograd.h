@@ -129,9 +129,9 @@ void record_named(const char* op, std::vector<Tensor> inputs, std::vector<Tensor
 // Runs the backward pass from root with d(loss)/d(root) = seed, then clears the tape.
 void backward(const Tensor& root, const Tensor& seed);
 
-// Called during backward for each leaf (a parameter) as soon as its gradient is final: the last
-// node that feeds it has run. Data-parallel training (distributed/gradient_reducer.h) starts
-// summing a bucket of gradients over the processes then, while the rest of backward runs.
+// The same, with a hook called for each leaf (a parameter) as soon as its gradient is final: the
+// last node that feeds it has run. A generic hook; data-parallel training, above core
+// (distributed/gradient_reducer.h), starts summing gradients over the processes then.
 void backward(const Tensor& root, const Tensor& seed, const LeafGradHook& on_leaf_final);
 
 // The gradient buffer of a leaf, allocated as zeros if no backward has reached it yet: what a
