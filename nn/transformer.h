@@ -20,6 +20,13 @@
 
 namespace qkgrad {
 
+// The special token ids, defined once: the subword model is trained to give these pieces these
+// ids (translation/subwords.h), a model's config records the ids it was built with (checkpoints
+// keep them), and batches are padded and framed with its config's ids (translation/batching.h).
+struct SpecialIds {
+  int64_t pad = 0, bos = 1, eos = 2, unk = 3;
+};
+
 struct TransformerConfig {
   int64_t vocab = 8000;
   int64_t d_model = 512;
@@ -36,7 +43,7 @@ struct TransformerConfig {
   double attention_dropout = 0.1;  // attention probabilities
   double ffn_dropout = 0.1;        // the feed-forward hidden layer
   double word_dropout = 0.1;       // token ids replaced by unk_id (training only)
-  int64_t pad_id = 0, bos_id = 1, eos_id = 2, unk_id = 3;
+  int64_t pad_id = SpecialIds{}.pad, bos_id = SpecialIds{}.bos, eos_id = SpecialIds{}.eos, unk_id = SpecialIds{}.unk;
   uint64_t seed = 1;               // initialisation, and the dropout stream
   DType dtype = DType::f32;
   // Which subword vocabulary the embedding rows stand for (a program's fingerprint of it, e.g.

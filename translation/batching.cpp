@@ -10,7 +10,9 @@
 
 namespace qkgrad::translation {
 
-SpecialIds special_ids(const TransformerConfig& config) { return {config.pad_id, config.bos_id, config.eos_id}; }
+SpecialIds special_ids(const TransformerConfig& config) {
+  return {config.pad_id, config.bos_id, config.eos_id, config.unk_id};
+}
 
 Batch make_batch(const std::vector<Pair>& pairs, const std::vector<int64_t>& indices, Device device,
                  SpecialIds ids) {

@@ -11,10 +11,7 @@
 #include <vector>
 
 #include "core/tensor.h"
-
-namespace qkgrad {
-struct TransformerConfig;  // nn/transformer.h
-}
+#include "nn/transformer.h"
 
 namespace qkgrad::translation {
 
@@ -31,11 +28,8 @@ struct Batch {
   int64_t src_tokens = 0, tgt_tokens = 0;  // real (non-pad) tokens
 };
 
-struct SpecialIds {
-  int64_t pad = 0, bos = 1, eos = 2;
-};
-// The ids a model was built with (its config's pad_id, bos_id, eos_id): a batch for that model
-// must use them, whatever the defaults above.
+// The ids a model was built with (its config's pad_id, bos_id, eos_id, unk_id): a batch for that
+// model must use them, whatever the defaults (SpecialIds, nn/transformer.h).
 SpecialIds special_ids(const TransformerConfig& config);
 
 // Pads a group of pairs into one batch, whose id tensors are created on `device` (the model's).

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "nn/transformer.h"
+
 namespace sentencepiece {
 class SentencePieceProcessor;
 }
@@ -54,7 +56,8 @@ class Subwords {
     return vocabulary_id == fingerprint_ || vocabulary_id == file_fingerprint_;
   }
 
-  static constexpr int64_t pad_id = 0, bos_id = 1, eos_id = 2, unk_id = 3;
+  static constexpr int64_t pad_id = SpecialIds{}.pad, bos_id = SpecialIds{}.bos, eos_id = SpecialIds{}.eos,
+                           unk_id = SpecialIds{}.unk;  // nn/transformer.h
 
  private:
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
