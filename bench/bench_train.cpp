@@ -143,9 +143,10 @@ int main(int argc, char** argv) {
     c.dropout = c.attention_dropout = c.ffn_dropout = o.dropout;
     c.word_dropout = 0;
     Seq2SeqTransformer model(c, device);
-    if (o.precision == "bf16" && rank == 0 && !backend(device).bf16_products_missing().empty())
+    if (const std::string missing = backend(device).bf16_products_missing();
+        o.precision == "bf16" && rank == 0 && !missing.empty())
       std::fprintf(stderr, "qkgrad-bench: note: %s; measuring the bf16 step anyway (its products run no faster)\n",
-                   backend(device).bf16_products_missing().c_str());
+                   missing.c_str());
     Adam opt(model.named_parameters(), AdamOptions{});
     Generator data(42, 9 + static_cast<uint64_t>(rank));
     // Token ids in [4, vocab): no special tokens inside the sentences.

@@ -50,7 +50,8 @@ struct BeamOptions {
 };
 
 // A finished hypothesis: its tokens (no bos/eos), log P(tokens + eos | X), and the score it is
-// ranked by, log P / lp(tokens + eos). A beam ended by the length limit has its eos scored too.
+// ranked by, (log P − w·L) / lp(L) with L = |tokens| + 1 (the eos). A beam ended by the length
+// limit has its eos scored too.
 struct ScoredHypothesis {
   std::vector<int64_t> tokens;
   double log_prob = 0;

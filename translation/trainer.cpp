@@ -66,8 +66,8 @@ std::string clock_text(double seconds) {
 }
 
 
-// --precision bf16 needs what makes it worth having: float32 parameters, the CPU, and native
-// bf16 products (said at once, never a silently slow run).
+// --precision bf16 needs what makes it worth having: float32 parameters and a device whose
+// products are native bf16 (Backend::bf16_products_missing; said at once, never a silently slow run).
 void check_precision(const RunSettings& s, Device device) {
   if (s.precision != "bf16") return;
   const std::string flag = "qkgrad-translate train: --precision bf16";

@@ -463,7 +463,7 @@ int cmd_translate(int argc, char** argv) {
   args.once(args.option("input", "input file (default: stdin)", &input), "translate one file at a time");
   args.option("output", "output file, written atomically at the end (default: stdout, as it goes)", &output);
   args.once(args.option("checkpoint", kEnsembleHelp, &checkpoint), kOneList);
-  const SearchFlags search(args, beam);
+  SearchFlags search(args, beam);
   CLI::Option* beam_given = search.beam_given;
   args.option("max-length", "longer lines are cropped to this many subwords (counted on stderr)", &max_length, 1, 100000);
   args.option("n-best", "write the K best of each line as `N ||| translation ||| F0= logP ||| score` (Moses/Marian: N "
@@ -483,7 +483,7 @@ int cmd_translate(int argc, char** argv) {
                   "the model)", &beam.sampling.seed, 0, std::numeric_limits<int64_t>::max())};
   args.flag("quiet", "nothing on stderr but errors (no note about cropped lines)", &quiet);
   args.choice("device", kDeviceHelp, &device, kDeviceChoices);
-  const ThreadsFlag threads(args);
+  ThreadsFlag threads(args);
   if (!args.parse(argc, argv, 2)) return 0;
   threads.apply();
   search.apply();
@@ -567,7 +567,7 @@ int cmd_score(int argc, char** argv) {
   args.flag("normalize", "divide each score by its token count (the target's subwords + 1)", &normalize);
   args.option("max-length", "the longest line scored, in subwords (a longer one is an error naming it)", &max_length, 1, 100000);
   args.choice("device", kDeviceHelp, &device, kDeviceChoices);
-  const ThreadsFlag threads(args);
+  ThreadsFlag threads(args);
   if (!args.parse(argc, argv, 2)) return 0;
   threads.apply();
   const Device on = parse_device("qkgrad-translate score", device);
@@ -645,7 +645,7 @@ int cmd_bleu(int argc, char** argv) {
             true);
   args.option("hyp", "hypothesis file (default: stdin)", &hyp);
   args.choice("tokenize", "13a (sacreBLEU's default) or none (pre-tokenised text)", &tokenize, {"13a", "none"});
-  const ScoreFlags flags(args);
+  ScoreFlags flags(args);
   if (!args.parse(argc, argv, 2)) return 0;
   ReferenceStreams refs;
   for (const std::string& f : ref_files) refs.push_back(read_text_lines(f));
@@ -667,13 +667,13 @@ int cmd_eval(int argc, char** argv) {
   args.option("split", "which split: train, dev or test (DATA/SPLIT.SRC and DATA/SPLIT.TGT)", &split);
   args.option("data", "data directory (default: the one the run was trained on)", &data);
   args.once(args.option("checkpoint", kEnsembleHelp, &checkpoint), kOneList);
-  const SearchFlags search(args, beam);
+  SearchFlags search(args, beam);
   args.choice("tokenize", "BLEU tokenisation (default: the run's, bleu_tokenize in options.json)", &tokenize, {"13a", "none"});
   args.option("show", "print this many source / reference / translation triples", &show, 0, 1000000);
   args.option("max-length", "longer source lines are cropped to this many subwords (counted on stderr)", &max_length, 1, 100000);
   args.choice("device", kDeviceHelp, &device, kDeviceChoices);
-  const ThreadsFlag threads(args);
-  const ScoreFlags flags(args);
+  ThreadsFlag threads(args);
+  ScoreFlags flags(args);
   bool quiet = false;
   args.flag("quiet", "on stderr only errors (no note about cropped lines, no warning)", &quiet);
   if (!args.parse(argc, argv, 2)) return 0;
@@ -725,7 +725,7 @@ int cmd_grads(int argc, char** argv) {
   args.option("max-sentences", "sentences in the batch", &max_sentences, 1, 100000);
   args.option("label-smoothing", "label smoothing epsilon", &smoothing, 0, 1);
   args.choice("device", kDeviceHelp, &device, kDeviceChoices);
-  const ThreadsFlag threads(args);
+  ThreadsFlag threads(args);
   if (!args.parse(argc, argv, 2)) return 0;
   threads.apply();
   const Device on = parse_device("qkgrad-translate grads", device);
@@ -758,7 +758,7 @@ int cmd_attention(int argc, char** argv) {
   args.option("max-length", "the longest --text drawn, in subwords (a heatmap has length^2 cells per head)", &max_length, 1,
               1024);
   args.choice("device", kDeviceHelp, &device, kDeviceChoices);
-  const ThreadsFlag threads(args);
+  ThreadsFlag threads(args);
   if (!args.parse(argc, argv, 2)) return 0;
   threads.apply();
   const Device on = parse_device("qkgrad-translate attention", device);
@@ -849,7 +849,7 @@ int cmd_attention_stats(int argc, char** argv) {
   args.option("out", "also write one JSON object per module to this file (JSON lines)", &out);
   args.once(args.option("checkpoint", kCheckpointHelp, &checkpoint), kOneCheckpoint);
   args.choice("device", kDeviceHelp, &device, kDeviceChoices);
-  const ThreadsFlag threads(args);
+  ThreadsFlag threads(args);
   if (!args.parse(argc, argv, 2)) return 0;
   threads.apply();
   const Device on = parse_device("qkgrad-translate attention-stats", device);
