@@ -61,10 +61,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     record("linear", inputs, {y}, {x, weight}, [rows, in, out, mixed](BackwardContext& ctx) {
       Tensor dy = ctx.grad_output();  // [..., out] = [N, out]
       const Tensor dy_f32 = dy;       // the bias's gradient sums it unrounded
-      if (mixed) {
-        NoGradGuard no_grad;
-        dy = dy.to(DType::bf16);
-      }
+      if (mixed) dy = bf16_operand(dy);
       Backend& be = backend(dy.device());
       if (ctx.needs_grad(0)) {  // x̄ = ȳ W
         const Tensor w = mixed ? bf16_operand(ctx.saved(1)) : ctx.saved(1);  // [out, in]
