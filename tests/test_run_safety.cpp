@@ -4,7 +4,9 @@
 // half-written. docs/reliability.md lists the guarantees and names these tests.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -264,6 +266,25 @@ TEST_CASE("run safety: a second process on the same run directory is refused at 
   resume = train_args(trained().data, run, saved + 5);
   resume.push_back("--resume");
   expect_exit(qk(resume), 0, {"resumed from"});  // the lock went with the first process
+}
+
+TEST_CASE("run safety: a second process is told about the first even while the first writes its subwords",
+          "[reliability]") {
+  // The first process holds the lock and SentencePiece is writing its temporaries: a second new
+  // run names the first process (CI once saw it complain about the temporaries instead).
+  TempDir tmp;
+  const std::string run = tmp / "run";
+  fs::create_directories(run);
+  const int fd = ::open((run + "/train.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  REQUIRE(fd >= 0);
+  REQUIRE(::flock(fd, LOCK_EX | LOCK_NB) == 0);
+  const std::string pid = cat(::getpid(), "\n");
+  REQUIRE(::pwrite(fd, pid.data(), pid.size(), 0) == static_cast<ssize_t>(pid.size()));
+  write(run + cat("/subwords.tmp-", ::getpid(), ".model"), "half written");
+  expect_exit(qk(train_args(trained().data, run, 2)), 1,
+              {cat("is in use by another training process (pid ", ::getpid(), ")"), "nothing was changed"});
+  CHECK(read(run + "/subwords.tmp-" + std::to_string(::getpid()) + ".model") == "half written");
+  ::close(fd);
 }
 
 TEST_CASE("run safety: a new run that fails removes only what it made, not a sibling run under the same new parent",

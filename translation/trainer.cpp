@@ -626,6 +626,11 @@ class TrainingRun {
       store_resume_changes();
       return;
     }
+    // A lock file already there: another process may be training this run right now. Ask the
+    // lock first, so that a second process is told about the first one, not about the files the
+    // first one is writing (its subword temporaries, say).
+    std::error_code exists_ec;
+    if (fs::exists(run_.lock(), exists_ec)) lock_.emplace(run_);
     refuse_foreign_directory();
     cleanup_.emplace(run_);  // notes what exists before anything is created
     std::error_code ec;
@@ -633,7 +638,7 @@ class TrainingRun {
     QKGRAD_CHECK(fs::is_directory(run_.root), "train: cannot create the run directory ", run_.root, ": ",
                  ec ? ec.message() : "not a directory", "; choose a --run where you may create directories");
     try {
-      lock_.emplace(run_);  // refuses at once while another process trains this run (which it must not clean up)
+      if (!lock_) lock_.emplace(run_);  // refuses at once while another process trains this run (which it must not clean up)
     } catch (const RunInUse&) {
       throw;
     } catch (...) {
@@ -654,6 +659,7 @@ class TrainingRun {
     std::error_code ec;
     if (!fs::is_directory(run_.root, ec)) return;
     static const std::vector<std::string> own = {"options.json", "subwords.model", "subwords.vocab", "subword_training.txt",
+                                                 "subwords.tmp-" /* SentencePiece writing, or dead trainers' (removed) */,
                                                  "metrics.jsonl", "curves.svg", "checkpoints", "train.lock"};
     std::vector<std::string> foreign;
     for (const auto& entry : fs::directory_iterator(run_.root, ec)) {
