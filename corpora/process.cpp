@@ -78,7 +78,7 @@ pid_t spawn(const std::vector<std::string>& argv, const std::string& who, Fd& ou
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   // The program starts with no signal blocked and the stop signals and SIGPIPE at their
-  // defaults, whatever this process has blocked (translation/stop_signals.h) or ignored.
+  // defaults, whatever this process has blocked (training/stop_signals.h) or ignored.
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
   sigset_t none, defaults;

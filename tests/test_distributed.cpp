@@ -24,7 +24,7 @@
 #include "io/safetensors.h"
 #include "ops/ops.h"
 #include "translation/batching.h"
-#include "translation/data_parallel.h"
+#include "training/data_parallel.h"
 
 namespace fs = std::filesystem;
 using namespace qkgrad;
@@ -76,16 +76,16 @@ TEST_CASE("gradient reducer on one process: buckets in reverse parameter order, 
 TEST_CASE("rank shares: rank r of N with --accumulate K runs shares rK .. rK + K - 1 of the N·K", "[distributed]") {
   std::vector<int64_t> indices;
   for (int64_t i = 0; i < 11; ++i) indices.push_back(100 + i);
-  const auto all = translation::split_shares(indices, 6);
+  const auto all = training::split_shares(indices, 6);
   for (int rank = 0; rank < 3; ++rank) {
-    const auto mine = translation::rank_shares(indices, rank, 3, 2);
+    const auto mine = training::rank_shares(indices, rank, 3, 2);
     REQUIRE(mine.size() == 2);
     CHECK(mine[0] == all[static_cast<std::size_t>(2 * rank)]);
     CHECK(mine[1] == all[static_cast<std::size_t>(2 * rank + 1)]);
   }
   // Every pair in exactly one share; empty shares when there are fewer pairs than shares.
-  CHECK(translation::rank_shares({7}, 1, 2, 1) == std::vector<std::vector<int64_t>>{{7}});
-  CHECK(translation::rank_shares({7}, 0, 2, 1) == std::vector<std::vector<int64_t>>{{}});
+  CHECK(training::rank_shares({7}, 1, 2, 1) == std::vector<std::vector<int64_t>>{{7}});
+  CHECK(training::rank_shares({7}, 0, 2, 1) == std::vector<std::vector<int64_t>>{{}});
 }
 
 namespace {
@@ -110,15 +110,15 @@ class ScriptedRank1 final : public distributed::Communicator {
 TEST_CASE("ranks that read different data refuse to start, each naming what differs", "[distributed]") {
   const Json root = {{"train pairs", 200}, {"train text", "00aa"}, {"dev pairs", 50}};
   ScriptedRank1 same(root.dump());
-  CHECK_NOTHROW(translation::require_same_as_root(same, root, "data"));
+  CHECK_NOTHROW(training::require_same_as_root(same, root, "data"));
   ScriptedRank1 other(root.dump());
   const Json mine = {{"train pairs", 200}, {"train text", "00bb"}, {"dev pairs", 50}};
-  CHECK_THROWS_AS(translation::require_same_as_root(other, mine, "data"), translation::JobWideError);
-  CHECK_THROWS_WITH(translation::require_same_as_root(other, mine, "data"),
+  CHECK_THROWS_AS(training::require_same_as_root(other, mine, "data"), training::JobWideError);
+  CHECK_THROWS_WITH(training::require_same_as_root(other, mine, "data"),
                     Contains("the 2 ranks of this job were started with different data") && Contains("1 rank differs"));
   // The fingerprints of two corpora that differ in one line differ.
-  CHECK(translation::fingerprint({"uno dos", "tres"}) != translation::fingerprint({"uno dos", "tres."}));
-  CHECK(translation::fingerprint({"ab", "c"}) != translation::fingerprint({"a", "bc"}));
+  CHECK(training::fingerprint({"uno dos", "tres"}) != training::fingerprint({"uno dos", "tres."}));
+  CHECK(training::fingerprint({"ab", "c"}) != training::fingerprint({"a", "bc"}));
 }
 
 TEST_CASE("without a launcher a process is a single process", "[distributed]") {

@@ -22,7 +22,7 @@
 #include "translation/scoring.h"
 #include "ops/ops.h"
 #include "translation/corpus.h"
-#include "translation/run_dir.h"
+#include "translation/trained_model.h"
 #include "translation/subwords.h"
 #include "translation/trainer.h"
 

@@ -98,15 +98,4 @@ double percentile(std::vector<int64_t> values, double q) {
   return static_cast<double>(values[std::min(index, values.size() - 1)]);
 }
 
-std::vector<std::vector<int64_t>> split_shares(const std::vector<int64_t>& indices, int64_t parts) {
-  QKGRAD_CHECK(parts >= 1, "split_shares: parts must be >= 1, got ", parts);
-  const auto n = static_cast<int64_t>(indices.size());
-  std::vector<std::vector<int64_t>> shares(static_cast<std::size_t>(parts));
-  for (int64_t k = 0; k < parts; ++k) {
-    const int64_t begin = k * n / parts, end = (k + 1) * n / parts;
-    shares[static_cast<std::size_t>(k)].assign(indices.begin() + begin, indices.begin() + end);
-  }
-  return shares;
-}
-
 }  // namespace qkgrad::translation

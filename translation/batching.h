@@ -51,11 +51,6 @@ class BatchPlan {
   std::vector<std::vector<int64_t>> groups_;
 };
 
-// A batch's pairs split into `parts` shares of consecutive pairs, as equal in size as they can
-// be (the first ones one pair larger); a share is empty when there are fewer pairs than parts.
-// The micro-batches of --accumulate (and, later, each process's share of a global batch).
-std::vector<std::vector<int64_t>> split_shares(const std::vector<int64_t>& indices, int64_t parts);
-
 // The q-th percentile (0..100) of a list of lengths (nearest rank), e.g. L = the 97.5th
 // percentile of the encoded training lengths sets QKNorm's initial gain.
 double percentile(std::vector<int64_t> values, double q);

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "translation/beam_search.h"
-#include "translation/run_dir.h"
+#include "translation/trained_model.h"
 
 namespace qkgrad::translation {
 

@@ -21,9 +21,11 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/text.h"
-#include "translation/stop_signals.h"
+#include "training/stop_signals.h"
 
 namespace qkgrad::translation {
+
+using training::StopSignals;
 
 namespace {
 

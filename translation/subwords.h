@@ -27,7 +27,7 @@ class Subwords {
  public:
   // Trains a model. SentencePiece runs in a child process (it can abort on bad input and prints
   // a lot); its failure is an Error with its message and what to do (e.g. a smaller vocabulary).
-  // The child dies with this process; a stop signal (translation/stop_signals.h) ends it, removes
+  // The child dies with this process; a stop signal (training/stop_signals.h) ends it, removes
   // its temporaries and throws Interrupted.
   static void train(const SubwordTraining& options);
 

@@ -35,16 +35,20 @@
 #include "translation/beam_search.h"
 #include "translation/bleu.h"
 #include "translation/corpus.h"
-#include "translation/data_parallel.h"
-#include "translation/run_dir.h"
+#include "training/data_parallel.h"
+#include "training/metrics.h"
+#include "training/progress.h"
+#include "training/run_dir.h"
+#include "training/stop_signals.h"
 #include "translation/settings.h"
-#include "translation/stop_signals.h"
 #include "translation/subwords.h"
+#include "translation/trained_model.h"
 #include "translation/usage.h"
 
 namespace qkgrad::translation {
 
 namespace fs = std::filesystem;
+using namespace training;  // the harness: run directory, lock, signals, metrics, progress, ranks
 
 namespace {
 
@@ -165,72 +169,6 @@ Evaluation evaluate(Seq2SeqTransformer& model, const EncodedData& data, const Su
   return e;
 }
 
-// The metrics history: kept in memory for the curves, appended to metrics.jsonl as it grows.
-struct History {
-  std::vector<std::pair<double, double>> train_loss, dev_loss, dev_bleu, dev_chrf, lr;
-  std::map<std::string, std::vector<std::pair<double, double>>> gains;
-
-  void record(const JsonFields& line) {
-    const double step = line.number("step");
-    if (line.has("train_loss")) train_loss.emplace_back(step, line.number("train_loss"));
-    if (line.has("train_loss") && line.has("lr")) lr.emplace_back(step, line.number("lr"));
-    if (line.has("dev_loss")) dev_loss.emplace_back(step, line.number("dev_loss"));
-    if (line.has("dev_bleu")) dev_bleu.emplace_back(step, line.number("dev_bleu"));
-    if (line.has("dev_chrf")) dev_chrf.emplace_back(step, line.number("dev_chrf"));
-    if (line.has("g")) {
-      const JsonFields g = line.object("g");
-      for (const auto& [name, value] : g.json().items()) gains[name].emplace_back(step, g.number(name));
-    }
-  }
-};
-
-// On resume: keeps the lines up to the checkpoint's step (later ones were never checkpointed).
-// A last line without its newline was being written when the run was killed: it is dropped.
-History reload_metrics(const std::string& path, int64_t up_to_step, int64_t* dropped_partial) {
-  History h;
-  if (!fs::exists(path)) return h;
-  const std::string text = read_file(path, std::size_t{1} << 32);
-  std::string kept;
-  std::size_t start = 0;
-  int64_t line_no = 0;
-  while (start < text.size()) {
-    const std::size_t end = text.find('\n', start);
-    const std::string line = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    start = end == std::string::npos ? text.size() : end + 1;
-    ++line_no;
-    if (line.empty()) continue;
-    if (end == std::string::npos) {  // no newline: a write cut short
-      ++*dropped_partial;
-      continue;
-    }
-    try {
-      const std::string source = cat(path, ":", line_no);
-      const Json j = parse_json(line, source);
-      const JsonFields fields(j, source);
-      if (fields.integer("step") > up_to_step) continue;
-      h.record(fields);
-    } catch (const Error& e) {
-      fail(cat("train --resume: ", e.what(), "; ", path, " is damaged: delete line ", line_no,
-               " (or the whole file, losing the curves before step ", up_to_step, ") and resume again"));
-    }
-    kept += line + "\n";
-  }
-  write_file_atomically(path, [&](std::FILE* f) { std::fputs(kept.c_str(), f); });
-  return h;
-}
-
-void append_metrics(const std::string& path, const Json& line, History& history) {
-  const std::string text = dump_json(line) + "\n";
-  history.record(JsonFields(line, path));
-  std::FILE* f = std::fopen(path.c_str(), "a");
-  QKGRAD_CHECK(f != nullptr, "cannot append to ", path, ": ", std::strerror(errno));
-  std::fputs(text.c_str(), f);
-  int err = std::ferror(f) != 0 ? errno : 0;
-  if (std::fclose(f) != 0 && err == 0) err = errno;  // buffered: a full disk shows up here
-  QKGRAD_CHECK(err == 0, "appending to ", path, " failed: ", std::strerror(err),
-               "; free some disk space and continue with --resume");
-}
-
 // "encoder.layers.0.self_attn.g" -> "encoder 0 self": legend names short enough to read whole.
 std::string gain_series_name(const std::string& parameter) {
   std::vector<std::string> words;
@@ -245,38 +183,28 @@ std::string gain_series_name(const std::string& parameter) {
   return join(words, " ");
 }
 
-// The step of the best dev value of `metric` (the first, as the trainer keeps the first), and it.
-std::optional<std::pair<double, double>> best_point(const History& h, const std::string& metric) {
-  const auto& series = metric == "bleu" ? h.dev_bleu : metric == "chrf" ? h.dev_chrf : h.dev_loss;
-  std::optional<std::pair<double, double>> best;
-  for (const auto& point : series) {
-    if (!best || (metric == "loss" ? point.second < best->second : point.second > best->second)) best = point;
-  }
-  return best;
-}
-
 // curves.svg: train and dev loss on one panel (to see overfitting), dev BLEU and chrF with the
 // point checkpoints/best was saved at, the learning rate, and the attention modules' learned
 // gains (QKNorm's g, or the mean of each q_norm/k_norm γ; none for scaled dot-product).
 void write_curves(const RunDir& run, const History& h, const std::string& title, const std::string& best_metric) {
   std::vector<svg::Panel> panels;
   svg::Panel loss{"loss per target token (dev without label smoothing)", "step", "loss",
-                  {{"train (label-smoothed)", h.train_loss}, {"dev", h.dev_loss}}};
-  svg::Panel scores{"dev BLEU and chrF", "step", "score", {{"BLEU", h.dev_bleu}, {"chrF", h.dev_chrf}}};
-  if (const auto best = best_point(h, best_metric)) {
+                  {{"train (label-smoothed)", h.series("train_loss")}, {"dev", h.series("dev_loss")}}};
+  svg::Panel scores{"dev BLEU and chrF", "step", "score", {{"BLEU", h.series("dev_bleu")}, {"chrF", h.series("dev_chrf")}}};
+  if (const auto best = best_point(h.series("dev_" + best_metric), best_metric == "loss")) {
     const std::string label = cat("checkpoints/best (step ", static_cast<int64_t>(best->first), ")");
     (best_metric == "loss" ? loss : scores).series.push_back({label, {*best}});
   }
   panels.push_back(loss);
   panels.push_back(scores);
-  panels.push_back({"learning rate", "step", "lr", {{"lr", h.lr}}});
-  if (!h.gains.empty()) {
-    const std::string& first = h.gains.begin()->first;  // "...self_attn.g" or "...self_attn.q_norm.gamma"
+  panels.push_back({"learning rate", "step", "lr", {{"lr", h.series("lr", "train_loss")}}});
+  if (const auto gains = h.object_series("g"); !gains.empty()) {
+    const std::string& first = gains.begin()->first;  // "...self_attn.g" or "...self_attn.q_norm.gamma"
     const bool qknorm = first.size() >= 2 && first.substr(first.size() - 2) == ".g";
-    svg::Panel gains{qknorm ? "QKNorm gain g of each attention module" : "QK-norm gains: mean of each γ over its dimensions",
+    svg::Panel panel{qknorm ? "QKNorm gain g of each attention module" : "QK-norm gains: mean of each γ over its dimensions",
                      "step", qknorm ? "g" : "mean γ", {}};
-    for (const auto& [name, points] : h.gains) gains.series.push_back({gain_series_name(name), points});
-    panels.push_back(gains);
+    for (const auto& [name, points] : gains) panel.series.push_back({gain_series_name(name), points});
+    panels.push_back(panel);
   }
   svg::write_svg(run.curves(), svg::line_charts(title, panels, 2));
 }
@@ -362,145 +290,6 @@ LoopState from_trainer_state(const TrainerState& t, Optimizer& opt, LrSchedule& 
   return s;
 }
 
-// The progress display. On a terminal: one live line, redrawn at every step (and while a dev
-// evaluation runs), with a bar, step/total and %, the loss, tokens/s and the ETA, fitted to the
-// terminal's width (read again at every redraw, so a resize is followed). The line leaves the
-// last 3 columns free, so that the terminal's echo of Ctrl-C ("^C") does not wrap it onto a
-// second row that the next redraw would not clear. After the terminal shrinks, most terminals
-// (VTE, kitty, iTerm2, Windows Terminal, tmux, Alacritty) rewrap the old line over several rows:
-// the redraw first goes up over those rows and clears them. xterm, GNU screen and the Linux
-// console cut the line instead (going up would erase the line above), so there it does not.
-// Log lines (every --log-every steps, timestamped) and messages scroll above it. Off a
-// terminal there is no live line: only the log lines and the messages.
-class Progress {
- public:
-  // shown = false (the ranks other than 0 of a data-parallel job): prints nothing.
-  // A data-parallel job has no live line either (mpirun may hand its ranks a terminal even when
-  // its own output goes to a file): live = false.
-  explicit Progress(bool shown = true, bool live = true) : shown_(shown), terminal_(shown && live && ::isatty(STDOUT_FILENO) == 1) {}
-  bool terminal() const { return terminal_; }
-
-  // The live line: `left`, a bar `fraction` full, `right`; only the bar shrinks to fit.
-  void live(const std::string& left, double fraction, const std::string& right) {
-    if (!terminal_) return;
-    const std::size_t columns = terminal_columns();
-    const std::size_t width = columns - 3;  // room for the echo of ^C
-    const std::size_t text = left.size() + right.size() + 4;  // " [" ... "] "
-    std::string line = left + " " + right;
-    if (width >= text + 10) {
-      const std::size_t bar = width - text;
-      const auto filled = static_cast<std::size_t>(std::clamp(fraction, 0.0, 1.0) * static_cast<double>(bar));
-      line = left + " [" + std::string(filled, '#') + std::string(bar - filled, '.') + "] " + right;
-    }
-    if (line.size() > width) line.resize(width);
-    std::printf("%s%s\x1b[K", erase_live_line(columns).c_str(), line.c_str());  // ESC [ K: erase the rest of the row
-    std::fflush(stdout);
-    live_chars_ = line.size();
-  }
-  void log(const std::string& line) { print_above(timestamp() + " " + line); }
-  void message(const std::string& text) { print_above(text); }
-
- private:
-  void print_above(const std::string& text) {
-    if (!shown_) return;
-    if (live_chars_ > 0) std::printf("%s\x1b[K", erase_live_line(terminal_columns()).c_str());
-    std::printf("%s\n", text.c_str());
-    std::fflush(stdout);
-    live_chars_ = 0;
-  }
-  // Back to the start of the live line: "\r", and after a shrink that rewrapped it over k rows,
-  // k - 1 rows up (ESC [ n A) with those rows cleared (ESC [ J: to the end of the screen).
-  std::string erase_live_line(std::size_t columns) const {
-    const std::size_t rows = live_chars_ == 0 ? 1 : (live_chars_ - 1) / columns + 1;
-    if (rows <= 1 || !rewraps_) return "\r";
-    return cat("\r\x1b[", rows - 1, "A\x1b[J");
-  }
-  // Whether the terminal rewraps its lines when it gets narrower (see the class comment).
-  static bool terminal_rewraps() {
-    const char* term = std::getenv("TERM");
-    return std::getenv("XTERM_VERSION") == nullptr && std::getenv("STY") == nullptr &&
-           !(term != nullptr && std::string(term) == "linux");
-  }
-  static std::size_t terminal_columns() {
-    winsize ws{};
-    if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 20) return ws.ws_col;
-    const char* env = std::getenv("COLUMNS");
-    const long c = env ? std::strtol(env, nullptr, 10) : 0;
-    return c >= 20 ? static_cast<std::size_t>(c) : 80;
-  }
-  static std::string timestamp() {
-    const std::time_t now = std::time(nullptr);
-    std::tm local{};
-    ::localtime_r(&now, &local);
-    char text[32];
-    std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S", &local);
-    return text;
-  }
-
-  bool shown_;
-  bool terminal_;
-  bool rewraps_ = terminal_rewraps();
-  std::size_t live_chars_ = 0;  // the live line's length as drawn (0: none shown)
-};
-
-// The outermost directory of `path` that does not exist yet ("" if `path` exists): what a new
-// run creates, and so what it removes again if it fails before its first checkpoint.
-fs::path first_missing_directory(const std::string& path) {
-  fs::path p = fs::absolute(path).lexically_normal();
-  fs::path top;
-  std::error_code ec;
-  while (!p.empty() && !fs::exists(p, ec) && p.has_parent_path() && p.parent_path() != p) {
-    top = p;
-    p = p.parent_path();
-  }
-  return top;
-}
-
-// A new run that fails (or is interrupted) before its first checkpoint removes what it created:
-// the run files that were not there before (train.lock last), then the directories it created,
-// deepest first, each only if empty: never a whole directory tree, which another run (a sibling
-// under the same new parent, or a process that took the lock since) may be using.
-// Made before anything is created (it notes what exists), armed once the run is this process's.
-class NewRunCleanup {
- public:
-  explicit NewRunCleanup(const RunDir& run)
-      : run_(run), exceptions_(std::uncaught_exceptions()), created_top_(first_missing_directory(run.root)) {
-    std::error_code ec;
-    for (const std::string& f : files()) {
-      if (fs::exists(f, ec)) existed_.push_back(f);
-    }
-    checkpoints_existed_ = fs::exists(run.checkpoints(), ec);
-  }
-  void arm() { armed_ = true; }
-  ~NewRunCleanup() {
-    if (!armed_ || std::uncaught_exceptions() <= exceptions_ || checkpoint_exists(run_.last())) return;
-    std::error_code ec;
-    for (const std::string& f : files()) {
-      if (std::find(existed_.begin(), existed_.end(), f) == existed_.end()) fs::remove_all(f, ec);
-    }
-    if (!checkpoints_existed_) fs::remove(run_.checkpoints(), ec);  // only if empty
-    if (created_top_.empty()) return;
-    for (fs::path dir = fs::absolute(run_.root).lexically_normal();; dir = dir.parent_path()) {
-      fs::remove(dir, ec);  // only if empty
-      if (dir == created_top_ || !dir.has_parent_path() || dir.parent_path() == dir) break;
-    }
-  }
-  NewRunCleanup(const NewRunCleanup&) = delete;
-  NewRunCleanup& operator=(const NewRunCleanup&) = delete;
-
- private:
-  std::vector<std::string> files() const {
-    return {run_.options(), run_.subwords(), run_.root + "/subwords.vocab", run_.root + "/subword_training.txt",
-            run_.metrics(), run_.curves(), run_.best(), run_.lock()};
-  }
-  RunDir run_;
-  int exceptions_;
-  bool armed_ = false;
-  bool checkpoints_existed_ = false;
-  fs::path created_top_;  // the first directory of the run's path that did not exist
-  std::vector<std::string> existed_;
-};
-
 // A new run into a directory that holds an earlier attempt which never saved checkpoints/last
 // (it was killed, or failed): its metrics, curves and best checkpoint belong to that attempt,
 // and so do its subwords if they were trained for other data or another vocabulary size.
@@ -522,7 +311,7 @@ void remove_attempt_leftovers(const RunDir& run, const Json& now, Progress& prog
     fs::remove_all(f, ec);
   }
   if (!same_subwords) {
-    fs::remove(run.subwords(), ec);
+    fs::remove(subwords_file(run), ec);
     fs::remove(run.root + "/subwords.vocab", ec);
   }
   progress.message(cat(run.root, " holds an earlier attempt that never saved a checkpoint; starting over",
@@ -631,8 +420,8 @@ class TrainingRun {
     // first one is writing (its subword temporaries, say).
     std::error_code exists_ec;
     if (fs::exists(run_.lock(), exists_ec)) lock_.emplace(run_);
-    refuse_foreign_directory();
-    cleanup_.emplace(run_);  // notes what exists before anything is created
+    refuse_foreign_directory(run_, subword_files());
+    cleanup_.emplace(run_, subword_files());  // notes what exists before anything is created
     std::error_code ec;
     fs::create_directories(run_.root, ec);
     QKGRAD_CHECK(fs::is_directory(run_.root), "train: cannot create the run directory ", run_.root, ": ",
@@ -652,31 +441,6 @@ class TrainingRun {
     cleanup_->arm();  // from here on, a failure before the first checkpoint leaves nothing behind
   }
 
-  // A new run goes into a new or empty directory, or one that holds only a run's own files (an
-  // earlier attempt, or a subwords.model put there by hand): never beside another program's
-  // files, which it would silently mix with its own.
-  void refuse_foreign_directory() const {
-    std::error_code ec;
-    if (!fs::is_directory(run_.root, ec)) return;
-    static const std::vector<std::string> own = {"options.json", "subwords.model", "subwords.vocab", "subword_training.txt",
-                                                 "subwords.tmp-" /* SentencePiece writing, or dead trainers' (removed) */,
-                                                 "metrics.jsonl", "curves.svg", "checkpoints", "train.lock"};
-    std::vector<std::string> foreign;
-    for (const auto& entry : fs::directory_iterator(run_.root, ec)) {
-      const std::string name = entry.path().filename().string();
-      const bool mine = std::any_of(own.begin(), own.end(), [&](const std::string& o) { return name.rfind(o, 0) == 0; });
-      if (!mine) foreign.push_back(name);
-    }
-    if (foreign.empty()) return;
-    std::sort(foreign.begin(), foreign.end());
-    const std::size_t shown = std::min<std::size_t>(foreign.size(), 3);
-    fail(cat("train: --run ", run_.root, " holds files that are not a training run's (",
-             join(std::vector<std::string>(foreign.begin(), foreign.begin() + static_cast<std::ptrdiff_t>(shown)), ", "),
-             foreign.size() > shown ? cat(" and ", foreign.size() - shown, " more") : std::string(),
-             "); a new run goes into a new or empty directory (or one holding only a subwords.model to use): ",
-             "choose another --run. Nothing was written"));
-  }
-
   // ---- phase 2: the corpus (read and checked before anything is written), the subwords ----
   void load_data() {
     train_text_ = read_parallel(split_file(settings_.data_dir, "train", settings_.src), split_file(settings_.data_dir, "train", settings_.tgt));
@@ -686,10 +450,10 @@ class TrainingRun {
     require_same_as_root(comm_, data_fingerprint(), "data");
     if (comm_.is_root()) {
       if (!o_.resume) write_new_run_files();
-      if (!fs::exists(run_.subwords())) train_subwords();
+      if (!fs::exists(subwords_file(run_))) train_subwords();
     }
     comm_.barrier();  // the other ranks read the subword model rank 0 wrote (a shared run directory)
-    subwords_ = std::make_unique<Subwords>(run_.subwords());
+    subwords_ = std::make_unique<Subwords>(subwords_file(run_));
     encode_data();
     check_signal("encoding the corpus");
   }
@@ -831,7 +595,7 @@ class TrainingRun {
       }
     });
     try {
-      Subwords::train({{joint}, run_.subwords(), static_cast<int>(settings_.vocab_size), static_cast<uint64_t>(settings_.seed)});
+      Subwords::train({{joint}, subwords_file(run_), static_cast<int>(settings_.vocab_size), static_cast<uint64_t>(settings_.seed)});
     } catch (...) {
       fs::remove(joint);
       throw;

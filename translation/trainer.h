@@ -27,7 +27,7 @@ struct TrainOptions {
 
 // Runs the whole training; returns the process exit status (0, or 130 after Ctrl-C).
 int train(const TrainOptions& options);
-// The same, as one rank of a data-parallel job (translation/data_parallel.h): every rank calls
+// The same, as one rank of a data-parallel job (training/data_parallel.h): every rank calls
 // it with the same options; rank 0 writes the run directory.
 int train(const TrainOptions& options, distributed::Communicator& comm);
 

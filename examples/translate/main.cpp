@@ -36,23 +36,25 @@
 #include "io/atomic_file.h"
 #include "io/json.h"
 #include "plots/svg.h"
+#include "training/data_parallel.h"
+#include "training/run_dir.h"
+#include "training/stop_signals.h"
 #include "translation/attention_stats.h"
 #include "translation/batching.h"
 #include "translation/beam_search.h"
 #include "translation/bleu.h"
 #include "translation/score_report.h"
 #include "translation/corpus.h"
-#include "translation/data_parallel.h"
 #include "translation/grad_dump.h"
 #include "translation/line_translator.h"
 #include "translation/scoring.h"
 #include "translation/averaging.h"
-#include "translation/run_dir.h"
-#include "translation/stop_signals.h"
+#include "translation/trained_model.h"
 #include "translation/trainer.h"
 #include "translation/usage.h"
 
 using namespace qkgrad;
+using namespace qkgrad::training;
 using namespace qkgrad::translation;
 using namespace qkgrad::corpora;
 

@@ -1,22 +1,23 @@
-#include "translation/run_dir.h"
+#include "training/run_dir.h"
 
+#include <errno.h>  // program_invocation_short_name (glibc)
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
+#include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
-#include <filesystem>
-#include <vector>
+#include <cstring>
+#include <exception>
 
-#include "core/error.h"
 #include "io/checkpoint.h"
 #include "io/text.h"
 
-namespace qkgrad::translation {
+namespace qkgrad::training {
+
+namespace fs = std::filesystem;
 
 RunLock::RunLock(const RunDir& run) {
   const std::string path = run.lock();
@@ -63,6 +64,76 @@ RunLock::~RunLock() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+void refuse_foreign_directory(const RunDir& run, const std::vector<std::string>& task_files) {
+  std::error_code ec;
+  if (!fs::is_directory(run.root, ec)) return;
+  std::vector<std::string> own = {"options.json", "metrics.jsonl", "curves.svg", "checkpoints", "train.lock"};
+  own.insert(own.end(), task_files.begin(), task_files.end());
+  std::vector<std::string> foreign;
+  for (const auto& entry : fs::directory_iterator(run.root, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool mine = std::any_of(own.begin(), own.end(), [&](const std::string& o) { return name.rfind(o, 0) == 0; });
+    if (!mine) foreign.push_back(name);
+  }
+  if (foreign.empty()) return;
+  std::sort(foreign.begin(), foreign.end());
+  const std::size_t shown = std::min<std::size_t>(foreign.size(), 3);
+  fail(cat("train: --run ", run.root, " holds files that are not a training run's (",
+           join(std::vector<std::string>(foreign.begin(), foreign.begin() + static_cast<std::ptrdiff_t>(shown)), ", "),
+           foreign.size() > shown ? cat(" and ", foreign.size() - shown, " more") : std::string(),
+           "); a new run goes into a new or empty directory (or one holding only a run's own files, such as a ",
+           "subword model to use): choose another --run. Nothing was written"));
+}
+
+namespace {
+
+// The outermost directory of `path` that does not exist yet ("" if `path` exists): what a new
+// run creates, and so what it removes again if it fails before its first checkpoint.
+fs::path first_missing_directory(const std::string& path) {
+  fs::path p = fs::absolute(path).lexically_normal();
+  fs::path top;
+  std::error_code ec;
+  while (!p.empty() && !fs::exists(p, ec) && p.has_parent_path() && p.parent_path() != p) {
+    top = p;
+    p = p.parent_path();
+  }
+  return top;
+}
+
+}  // namespace
+
+NewRunCleanup::NewRunCleanup(const RunDir& run, const std::vector<std::string>& task_files)
+    : run_(run), task_files_(task_files), exceptions_(std::uncaught_exceptions()),
+      created_top_(first_missing_directory(run.root)) {
+  std::error_code ec;
+  for (const std::string& f : files()) {
+    if (fs::exists(f, ec)) existed_.push_back(f);
+  }
+  checkpoints_existed_ = fs::exists(run.checkpoints(), ec);
+}
+
+NewRunCleanup::~NewRunCleanup() {
+  if (!armed_ || std::uncaught_exceptions() <= exceptions_ || checkpoint_exists(run_.last())) return;
+  std::error_code ec;
+  for (const std::string& f : files()) {
+    if (std::find(existed_.begin(), existed_.end(), f) == existed_.end()) fs::remove_all(f, ec);
+  }
+  if (!checkpoints_existed_) fs::remove(run_.checkpoints(), ec);  // only if empty
+  if (created_top_.empty()) return;
+  for (fs::path dir = fs::absolute(run_.root).lexically_normal();; dir = dir.parent_path()) {
+    fs::remove(dir, ec);  // only if empty
+    if (dir == created_top_ || !dir.has_parent_path() || dir.parent_path() == dir) break;
+  }
+}
+
+// The run's files: the task's first, train.lock last.
+std::vector<std::string> NewRunCleanup::files() const {
+  std::vector<std::string> all = {run_.options()};
+  for (const std::string& name : task_files_) all.push_back(run_.file(name));
+  for (const std::string& f : {run_.metrics(), run_.curves(), run_.best(), run_.lock()}) all.push_back(f);
+  return all;
+}
+
 void check_is_run_directory(const std::string& run_dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -77,7 +148,7 @@ void check_is_run_directory(const std::string& run_dir) {
                                                                                                    : run_dir));
   }
   QKGRAD_CHECK(fs::is_directory(p, ec), "run directory ", run_dir, " does not exist (train a model first: ",
-               "qkgrad-translate train --run ", run_dir, " ...)");
+               program_invocation_short_name, " train --run ", run_dir, " ...)");
 }
 
 std::string checkpoint_path(const RunDir& run, const std::string& checkpoint) {
@@ -85,86 +156,6 @@ std::string checkpoint_path(const RunDir& run, const std::string& checkpoint) {
   if (checkpoint == "best") return run.best();
   if (checkpoint == "last") return run.last();
   return checkpoint;
-}
-
-LoadedModel load_trained_model(const std::string& run_dir, Device device, const std::string& checkpoint) {
-  const RunDir run{run_dir};
-  check_is_run_directory(run_dir);
-  QKGRAD_CHECK(checkpoint.find(',') == std::string::npos, "--checkpoint ", checkpoint, ": an ensemble (a list A,B) is "
-               "for decoding, with translate and eval; this command uses one model (to combine checkpoints into one, "
-               "`average` them)");
-  LoadedModel loaded;
-  loaded.checkpoint = checkpoint_path(run, checkpoint);
-  if (checkpoint.empty()) {
-    QKGRAD_CHECK(checkpoint_exists(loaded.checkpoint), run_dir, " has no checkpoint (neither ", run.best(), " nor ",
-                 run.last(), "); train first");
-  } else {
-    QKGRAD_CHECK(checkpoint_exists(loaded.checkpoint), "--checkpoint ", checkpoint, ": ", loaded.checkpoint,
-                 " is not a checkpoint (choose best, last, or a checkpoint directory such as ", run.checkpoints(),
-                 "/step-N)");
-  }
-  // A damaged file gets an error that says which file, what is wrong with it, and what to do.
-  const std::string remedy =
-      loaded.checkpoint == run.best() && checkpoint_exists(run.last())
-          ? cat("; if ", run.last(), " is intact, move ", run.best(), " away to use it; otherwise train again")
-          : cat("; train again (or, if training is still running, wait for its next checkpoint)");
-  try {
-    loaded.subwords = std::make_unique<Subwords>(run.subwords());
-  } catch (const Error& e) {
-    fail(cat(e.what(), "; the run directory ", run_dir, " is incomplete or damaged: train again"));
-  }
-  TransformerConfig config;
-  try {
-    config = load_checkpoint_config(loaded.checkpoint);
-  } catch (const Error& e) {
-    fail(cat("cannot load checkpoint ", loaded.checkpoint, ": ", e.what(), remedy));
-  }
-  QKGRAD_CHECK(config.vocab == loaded.subwords->vocab_size(), loaded.checkpoint, " was trained with a vocabulary of ",
-               config.vocab, " but ", run.subwords(), " has ", loaded.subwords->vocab_size(),
-               " pieces; the run directory mixes files of two runs");
-  // The same pieces, scores and normaliser: the same vocabulary, whichever training wrote the
-  // file (checkpoints before 2026-12-04 name it by the file's bytes: that is accepted too).
-  QKGRAD_CHECK(config.vocabulary_id.empty() || loaded.subwords->identifies(config.vocabulary_id), loaded.checkpoint,
-               " was trained with another subword model than ", run.subwords(), " (vocabulary ", config.vocabulary_id,
-               ", but the file is ", loaded.subwords->fingerprint(),
-               "): the run directory mixes files of two runs; put the checkpoint back in the run it came from");
-  if (config.vocabulary_id.empty()) config.vocabulary_id = loaded.subwords->fingerprint();
-  loaded.model = std::make_unique<Seq2SeqTransformer>(config, device);
-  try {
-    load_model_weights(loaded.checkpoint, *loaded.model);
-  } catch (const Error& e) {
-    fail(cat("cannot load checkpoint ", loaded.checkpoint, ": ", e.what(), remedy));
-  }
-  loaded.model->eval();
-  return loaded;
-}
-
-std::vector<Seq2SeqTransformer*> LoadedModel::members() const {
-  std::vector<Seq2SeqTransformer*> all{model.get()};
-  for (const auto& m : others) all.push_back(m.get());
-  return all;
-}
-
-LoadedModel load_ensemble(const std::string& run_dir, Device device, const std::string& checkpoints) {
-  std::vector<std::string> names;
-  for (std::size_t start = 0;;) {
-    const std::size_t comma = checkpoints.find(',', start);
-    names.push_back(checkpoints.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  if (names.size() == 1) return load_trained_model(run_dir, device, checkpoints);
-  for (const std::string& n : names) {
-    QKGRAD_CHECK(!n.empty(), "--checkpoint ", checkpoints, ": an empty name in the list (write A,B: best, last or "
-                 "checkpoint directories, separated by commas)");
-  }
-  LoadedModel ensemble = load_trained_model(run_dir, device, names[0]);
-  for (std::size_t i = 1; i < names.size(); ++i) {
-    LoadedModel member = load_trained_model(run_dir, device, names[i]);
-    ensemble.checkpoint += "," + member.checkpoint;
-    ensemble.others.push_back(std::move(member.model));
-  }
-  return ensemble;
 }
 
 std::string remove_dead_trainers_leftovers(const RunDir& run) {
@@ -202,4 +193,4 @@ std::string remove_dead_trainers_leftovers(const RunDir& run) {
   return cat(join(names, ", "), " (", size, ")");
 }
 
-}  // namespace qkgrad::translation
+}  // namespace qkgrad::training

@@ -1,4 +1,4 @@
-#include "translation/stop_signals.h"
+#include "training/stop_signals.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -9,7 +9,7 @@
 #include <mutex>
 #include <thread>
 
-namespace qkgrad::translation {
+namespace qkgrad::training {
 
 namespace {
 
@@ -117,4 +117,4 @@ std::string signal_name(int signal) {
   }
 }
 
-}  // namespace qkgrad::translation
+}  // namespace qkgrad::training

@@ -18,7 +18,7 @@
 
 #include "core/error.h"
 
-namespace qkgrad::translation {
+namespace qkgrad::training {
 
 // Thrown where work stops on a signal before anything could be saved (e.g. while the subwords
 // train): main() prints the message and exits with exit_status().
@@ -61,4 +61,4 @@ class StopSignals {
 // "SIGTERM", "SIGINT", "SIGHUP", or "signal N".
 std::string signal_name(int signal);
 
-}  // namespace qkgrad::translation
+}  // namespace qkgrad::training

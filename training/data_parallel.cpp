@@ -1,11 +1,12 @@
-#include "translation/data_parallel.h"
+#include "training/data_parallel.h"
 
+#include <errno.h>  // program_invocation_short_name (glibc)
+
+#include <algorithm>
 #include <cstdio>
 #include <thread>
 
-#include "translation/batching.h"
-
-namespace qkgrad::translation {
+namespace qkgrad::training {
 
 void require_same_as_root(distributed::Communicator& comm, const Json& mine, const std::string& what) {
   if (comm.size() == 1) return;
@@ -22,7 +23,8 @@ void require_same_as_root(distributed::Communicator& comm, const Json& mine, con
     if (!mine.contains(item.key())) differences += cat(differences.empty() ? "" : ", ", item.key(), " (not set; rank 0: ", item.value().dump(), ")");
   }
   if (!differences.empty()) {
-    std::fprintf(stderr, "qkgrad-translate train (rank %d of %d): its %s differ from rank 0's: %s\n", comm.rank(), comm.size(),
+    std::fprintf(stderr, "%s (rank %d of %d): its %s differ from rank 0's: %s\n", program_invocation_short_name,
+                 comm.rank(), comm.size(),
                  what.c_str(), differences.c_str());
     std::fflush(stderr);
   }
@@ -51,6 +53,17 @@ std::string hex(uint64_t value) {
   return text;
 }
 
+std::vector<std::vector<int64_t>> split_shares(const std::vector<int64_t>& indices, int64_t parts) {
+  QKGRAD_CHECK(parts >= 1, "split_shares: parts must be >= 1, got ", parts);
+  const auto n = static_cast<int64_t>(indices.size());
+  std::vector<std::vector<int64_t>> shares(static_cast<std::size_t>(parts));
+  for (int64_t k = 0; k < parts; ++k) {
+    const int64_t begin = k * n / parts, end = (k + 1) * n / parts;
+    shares[static_cast<std::size_t>(k)].assign(indices.begin() + begin, indices.begin() + end);
+  }
+  return shares;
+}
+
 std::vector<std::vector<int64_t>> rank_shares(const std::vector<int64_t>& indices, int rank, int ranks, int64_t accumulate) {
   std::vector<std::vector<int64_t>> all = split_shares(indices, ranks * accumulate);
   return {all.begin() + rank * accumulate, all.begin() + (rank + 1) * accumulate};
@@ -61,4 +74,4 @@ int threads_per_rank(int local_ranks) {
   return std::max(1, cores / std::max(1, local_ranks));
 }
 
-}  // namespace qkgrad::translation
+}  // namespace qkgrad::training

@@ -1,4 +1,4 @@
-// Data-parallel training (docs/distributed.md), the parts that belong to the translation run:
+// Data-parallel training (docs/distributed.md), the parts that belong to the training harness:
 // what the ranks of a job must agree on before they train, and which micro-batches of each
 // global batch are this rank's. The communicators and the gradient reducer are distributed/.
 //
@@ -16,7 +16,7 @@
 #include "distributed/communicator.h"
 #include "io/json.h"
 
-namespace qkgrad::translation {
+namespace qkgrad::training {
 
 // An error every rank of the job throws at the same point (the agreement checks below): the
 // ranks end normally, without aborting the job.
@@ -38,6 +38,11 @@ uint64_t fingerprint(const void* bytes, std::size_t size, uint64_t hash = kFinge
 // As text: a JSON number holds only 53 bits.
 std::string hex(uint64_t value);
 
+// A batch's examples split into `parts` shares of consecutive examples, as equal in size as
+// they can be (the first ones one larger); a share is empty when there are fewer examples than
+// parts. The micro-batches of --accumulate, and each rank's share of a global batch.
+std::vector<std::vector<int64_t>> split_shares(const std::vector<int64_t>& indices, int64_t parts);
+
 // This rank's micro-batches of a global batch (see above); some may be empty when the batch
 // has fewer pairs than ranks × K.
 std::vector<std::vector<int64_t>> rank_shares(const std::vector<int64_t>& indices, int rank, int ranks, int64_t accumulate);
@@ -46,4 +51,4 @@ std::vector<std::vector<int64_t>> rank_shares(const std::vector<int64_t>& indice
 // among the ranks on it (at least 1).
 int threads_per_rank(int local_ranks);
 
-}  // namespace qkgrad::translation
+}  // namespace qkgrad::training
