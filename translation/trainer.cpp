@@ -664,60 +664,76 @@ class TrainingRun {
     return true;
   }
 
-  // Forward, backward, the NaN guard and the update of one batch; false if it was skipped.
-  // With --accumulate K, or in a data-parallel job, the batch runs as micro-batches: this
-  // rank's K of the ranks·K shares of its pairs (rank_shares), each forward and backward in
-  // turn so that their gradients add up. Each micro-batch's loss is divided by the whole batch's
-  // target tokens, so the sum over micro-batches and ranks is the batch's loss per token and the
-  // update is the batch's (to float32 summation order). In a job the ranks then agree on the
-  // loss (a NaN on any rank skips or stops the batch everywhere) before this rank's last
-  // backward, during which the reducer sums the gradients over the ranks.
+  // One training step, the lesson: zero the gradients; forward, loss and backward; the NaN
+  // guard; clip the gradient norm and update. False when the batch was skipped (--on-nan skip).
   bool step() {
     if (o_.inject_rank_death_at_step == s_.step + 1 && ranks_ > 1 && comm_.rank() == ranks_ - 1) std::raise(SIGKILL);
-    const double tokens = static_cast<double>(std::max<int64_t>(batch_.tgt_tokens, 1));  // non-pad targets
-    const bool inject_nan = o_.inject_nan_at_step == s_.step + 1 && !nan_injected_;  // testing the guard (once)
-    if (inject_nan) nan_injected_ = true;
+    const MixedPrecision policy(parse_precision(settings_.precision));  // ops/precision.h: the policy
     opt_->zero_grad();
     grad_norm_ = NAN;
-    const MixedPrecision policy(parse_precision(settings_.precision));  // ops/precision.h: the policy
-    double loss_value = 0;  // this rank's part of the batch's loss; after agree_on_loss, the batch's
-    Tensor last_loss;       // the last micro-batch's loss, whose backward waits for the agreement
-    if (ranks_ * settings_.accumulate == 1) {
-      last_loss = micro_loss(batch_, tokens, loss_value);  // the common case: no split, no copy
-    } else {
-      const auto shares = rank_shares(batch_.indices, comm_.rank(), ranks_, settings_.accumulate);
-      for (std::size_t k = 0; k < shares.size(); ++k) {
-        if (shares[k].empty() || !std::isfinite(loss_value)) continue;
-        if (last_loss.defined()) last_loss.backward();  // the previous micro-batch's
-        start_micro_dropout(comm_.rank() * settings_.accumulate + static_cast<int64_t>(k));
-        last_loss = micro_loss(make_batch(data_.train, shares[k], device_, special_ids(config_)), tokens, loss_value);
-      }
-    }
-    if (inject_nan) loss_value = NAN;
-    if (ranks_ > 1) agree_on_loss(loss_value);
-    if (last_loss.defined() && std::isfinite(loss_value)) {
-      reducer_ ? backward(last_loss, Tensor::ones(last_loss.shape(), last_loss.dtype(), last_loss.device()), reducer_->hook())
-               : last_loss.backward();
-    } else {
-      tape().clear();  // no backward through a non-finite loss
-    }
-    if (reducer_ && std::isfinite(loss_value)) {
-      reducer_->finish();  // the gradients, summed over the ranks (zeros from a rank without pairs)
-      window_comm_seconds_ += reducer_->last_wait_seconds();
-    }
-    if (std::isfinite(loss_value)) grad_norm_ = grad_norm(params_);
-    if (!std::isfinite(loss_value) || !std::isfinite(grad_norm_)) return guard_non_finite(loss_value);
+    const double loss = forward_and_backward();  // the batch's loss per target token
+    if (std::isfinite(loss)) grad_norm_ = grad_norm(params_);
+    if (!std::isfinite(loss) || !std::isfinite(grad_norm_)) return guard_non_finite(loss);
     opt_->set_lr(schedule_->lr(opt_->steps() + 1));
     opt_->step(clip_factor(grad_norm_, settings_.clip));  // clipping inside Adam's one pass
     check_update_finite();
+    count_step(loss);
+    return true;
+  }
+
+  // Forward and backward of the batch; returns its loss per target token (non-finite: nothing
+  // was backpropagated). With --accumulate K, or in a data-parallel job, the batch runs as
+  // micro-batches: this rank's K of the ranks·K shares of its pairs (rank_shares), each
+  // forward and backward in turn so that their gradients add up. Each micro-batch's loss is
+  // divided by the whole batch's target tokens, so the sum over micro-batches and ranks is the
+  // batch's loss per token and the gradients are the batch's (to float32 summation order). In a
+  // job the ranks then agree on the loss (a NaN on any rank skips or stops the batch
+  // everywhere) before this rank's last backward, during which the reducer sums the gradients
+  // over the ranks.
+  double forward_and_backward() {
+    const double tokens = static_cast<double>(std::max<int64_t>(batch_.tgt_tokens, 1));  // non-pad targets
+    double loss = 0;   // this rank's part of the batch's loss; after agree_on_loss, the batch's
+    Tensor last_loss;  // the last micro-batch's loss, whose backward waits for the agreement
+    if (ranks_ * settings_.accumulate == 1) {
+      last_loss = micro_loss(batch_, tokens, loss);  // the common case: no split, no copy
+    } else {
+      const auto shares = rank_shares(batch_.indices, comm_.rank(), ranks_, settings_.accumulate);
+      for (std::size_t k = 0; k < shares.size(); ++k) {
+        if (shares[k].empty() || !std::isfinite(loss)) continue;
+        if (last_loss.defined()) last_loss.backward();  // the previous micro-batch's
+        start_micro_dropout(comm_.rank() * settings_.accumulate + static_cast<int64_t>(k));
+        last_loss = micro_loss(make_batch(data_.train, shares[k], device_, special_ids(config_)), tokens, loss);
+      }
+    }
+    if (o_.inject_nan_at_step == s_.step + 1 && !nan_injected_) {  // testing the guard (once)
+      nan_injected_ = true;
+      loss = NAN;
+    }
+    if (ranks_ > 1) agree_on_loss(loss);
+    if (!std::isfinite(loss)) {
+      tape().clear();  // no backward through a non-finite loss
+      return loss;
+    }
+    if (last_loss.defined()) {  // a rank may have no pairs in a small batch
+      reducer_ ? backward(last_loss, Tensor::ones(last_loss.shape(), last_loss.dtype(), last_loss.device()), reducer_->hook())
+               : last_loss.backward();
+    }
+    if (reducer_) {
+      reducer_->finish();  // the gradients, summed over the ranks (zeros from a rank without pairs)
+      window_comm_seconds_ += reducer_->last_wait_seconds();
+    }
+    return loss;
+  }
+
+  // The counters of a step taken.
+  void count_step(double loss) {
     ++s_.step;
     ++s_.position;
     s_.tokens_seen += static_cast<double>(batch_.tgt_tokens);
-    s_.window_loss += loss_value;
+    s_.window_loss += loss;
     ++s_.window_steps;
     window_tokens_ += static_cast<double>(batch_.src_tokens + batch_.tgt_tokens);
     ++timed_steps_;
-    return true;
   }
 
   // The loss of one (micro-)batch divided by the whole batch's target tokens; adds its value to
