@@ -90,6 +90,9 @@ void check_is_run_directory(const std::string& run_dir);
 // evaluation has produced a best yet; "best"; "last"; or the path of a checkpoint directory.
 std::string checkpoint_path(const RunDir& run, const std::string& checkpoint);
 
+// The step-N checkpoints that train --keep-last leaves in CHECKPOINTS_DIR, oldest first.
+std::vector<std::string> kept_step_checkpoints(const std::string& checkpoints_dir);
+
 // What training processes killed mid-save (SIGKILL, a power cut) left in RUNDIR/checkpoints:
 // last.tmp-PID, best.tmp-PID, step-N.tmp-PID (a half-written checkpoint: hundreds of MB at the
 // paper's size), and last.old-PID or best.old-PID beside a complete last or best. Call it

@@ -45,20 +45,4 @@ void average_checkpoints(const std::vector<std::string>& inputs, const std::stri
   save_checkpoint(out, mean_model, nullptr);
 }
 
-std::vector<std::string> kept_step_checkpoints(const std::string& checkpoints_dir) {
-  std::vector<std::pair<long long, std::string>> found;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(checkpoints_dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("step-", 0) != 0 || name.size() == 5) continue;
-    if (!std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
-    if (!checkpoint_exists(entry.path().string())) continue;
-    found.emplace_back(std::stoll(name.substr(5)), entry.path().string());
-  }
-  std::sort(found.begin(), found.end());
-  std::vector<std::string> paths;
-  for (auto& [step, path] : found) paths.push_back(std::move(path));
-  return paths;
-}
-
 }  // namespace qkgrad::translation

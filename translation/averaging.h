@@ -16,7 +16,4 @@ namespace qkgrad::translation {
 // be one of the inputs).
 void average_checkpoints(const std::vector<std::string>& inputs, const std::string& out);
 
-// The step-N checkpoints that train --keep-last leaves in CHECKPOINTS_DIR, oldest first.
-std::vector<std::string> kept_step_checkpoints(const std::string& checkpoints_dir);
-
 }  // namespace qkgrad::translation
