@@ -292,13 +292,18 @@ TransformerConfig config_from_json(const Json& json, const std::string& source) 
 // ---- saving ----
 
 void save_checkpoint(const std::string& dir_name, const Seq2SeqTransformer& model, const TrainerState* trainer) {
+  save_checkpoint(dir_name, config_to_json(model.config()), model.named_parameters(), trainer);
+}
+
+void save_checkpoint(const std::string& dir_name, const Json& model_config, const std::vector<NamedTensor>& parameters,
+                     const TrainerState* trainer) {
   std::string dir = dir_name;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();  // "ckpt/": the temporaries go next to it, not in it
   QKGRAD_CHECK(!dir.empty() && dir != "/" && dir != "." && dir != "..", "save_checkpoint: '", dir_name,
                "' is not a name for a checkpoint directory");
   // Nothing non-finite is ever saved: checked before anything is written.
   const std::string refusal = cat("; nothing was written (the previous checkpoint in ", dir, ", if any, is unchanged)");
-  check_finite<NonFiniteState>(model.named_parameters(), cat("save_checkpoint: refusing to save ", dir, ": the model"), refusal);
+  check_finite<NonFiniteState>(parameters, cat("save_checkpoint: refusing to save ", dir, ": the model"), refusal);
   if (trainer) {
     check_finite<NonFiniteState>(trainer->optimizer_state, cat("save_checkpoint: refusing to save ", dir, ": the optimizer state"),
                                  refusal);
@@ -313,10 +318,10 @@ void save_checkpoint(const std::string& dir_name, const Seq2SeqTransformer& mode
                fresh, ": ", ec.message(), " (is the parent directory writable, and is there space on the disk?)");
   try {
     const std::string id = new_checkpoint_id();
-    const Json config = {{"format", kFormat}, {"version", kVersion}, {"id", id}, {"model", config_to_json(model.config())}};
+    const Json config = {{"format", kFormat}, {"version", kVersion}, {"id", id}, {"model", model_config}};
     const std::string text = dump_json(config, 2) + "\n";
     write_file_atomically(file_in(fresh, "config.json"), [&](std::FILE* f) { std::fputs(text.c_str(), f); });
-    safetensors::save(file_in(fresh, "model.safetensors"), model.named_parameters(),
+    safetensors::save(file_in(fresh, "model.safetensors"), parameters,
                       {{"format", kFormat}, {"kind", "model"}, {"id", id}});
     if (trainer) {
       safetensors::Metadata meta = {{"format", kFormat}, {"kind", "trainer"}, {"id", id}};
@@ -414,13 +419,19 @@ std::vector<std::string> config_differences(const TransformerConfig& saved, cons
 void load_model_weights(const std::string& dir, Seq2SeqTransformer& model) {
   const std::string config_path = file_in(dir, "config.json");
   const TransformerConfig& mine = model.config();
-  auto check_config = [&](const Json& j) {
-    const TransformerConfig saved = config_from_json(JsonFields(j, config_path).at("model"), config_path);
+  load_model_weights(dir, model.named_parameters(), [&](const Json& model_config) {
+    const TransformerConfig saved = config_from_json(model_config, config_path);
     const std::vector<std::string> differences = config_differences(saved, mine);
     QKGRAD_CHECK(differences.empty(), config_path, ": the checkpoint does not fit this model: ", join(differences, "; "),
                  " (the checkpoint's value first); build the model from the checkpoint's config, or use the subword",
                  " model it was trained with");
-  };
+  });
+}
+
+void load_model_weights(const std::string& dir, const std::vector<NamedTensor>& params,
+                        const std::function<void(const Json& model_config)>& check_model_config) {
+  const std::string config_path = file_in(dir, "config.json");
+  auto check_config = [&](const Json& j) { check_model_config(JsonFields(j, config_path).at("model")); };
   const Json first = read_config_json(dir);
   check_config(first);  // before reading the (large) tensor file
   const SameSave save = read_same_save(dir, "model.safetensors", first);
@@ -431,7 +442,6 @@ void load_model_weights(const std::string& dir, Seq2SeqTransformer& model) {
   check_finite(contents.tensors, path, "; these weights are unusable: use another checkpoint, or train again");
   std::map<std::string, const Tensor*> by_name;
   for (const auto& [name, t] : contents.tensors) by_name[name] = &t;
-  const std::vector<NamedTensor> params = model.named_parameters();
   NoGradGuard no_grad;
   for (const auto& [name, p] : params) {
     const auto it = by_name.find(name);

@@ -16,6 +16,7 @@
 // tell; the pair is read again). docs/checkpoint.md documents every tensor.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -55,6 +56,9 @@ TransformerConfig config_from_json(const Json& json, const std::string& source);
 // a GPU are copied to the host one at a time as they are written; the files do not record a
 // device, so a checkpoint saved from one device loads on any other.
 void save_checkpoint(const std::string& dir, const Seq2SeqTransformer& model, const TrainerState* trainer);
+// The same for any model: its config as config.json's "model" and its named parameters.
+void save_checkpoint(const std::string& dir, const Json& model_config, const std::vector<NamedTensor>& parameters,
+                     const TrainerState* trainer);
 
 // DIR/config.json, validated: every field, within bounds (a config that asks for 2^40 FFN units
 // is refused, not allocated), and the parameter count it implies against the size of
@@ -67,6 +71,10 @@ TransformerConfig load_checkpoint_config(const std::string& dir);
 // device (Seq2SeqTransformer::device()). A weight that is NaN or ±inf is an Error naming it, and
 // so is a vocabulary_id that differs from the model's (when both are known).
 void load_model_weights(const std::string& dir, Seq2SeqTransformer& model);
+// The same for any model: `check_model_config` is given config.json's "model" (and throws when
+// it does not fit), then every parameter of `params` is copied from model.safetensors.
+void load_model_weights(const std::string& dir, const std::vector<NamedTensor>& params,
+                        const std::function<void(const Json& model_config)>& check_model_config);
 
 // DIR/trainer.safetensors (which must come from the same save as the model). The state tensors
 // are on the host; Optimizer::load_state copies them onto the parameters' device. A state tensor
