@@ -76,7 +76,7 @@ std::vector<RawVerse> parse_diatheke_output(const std::string& output, const std
 
 // ---- Cleaning one verse -----------------------------------------------------------------
 
-// clean_verse, remove_zero_width, is_valid_utf8, utf8_length, capitalised_words,
+// clean_verse, remove_zero_width, utf8_length, capitalised_words,
 // undo_drop_capital, strip_subscription and strip_appendix: corpora/bible_text.h (included).
 
 // ---- Aligning the two Bibles ------------------------------------------------------------

@@ -426,13 +426,6 @@ bool starts_sentence(const std::vector<std::string>& words, std::size_t i) {
 
 }  // namespace
 
-bool is_valid_utf8(const std::string& text) {
-  for (std::size_t pos = 0, size = 1; pos < text.size(); pos += size) {
-    if (code_point_at(text, pos, size) < 0) return false;
-  }
-  return true;
-}
-
 std::size_t utf8_length(const std::string& text) {
   return static_cast<std::size_t>(std::count_if(text.begin(), text.end(), [](char c) {
     return (static_cast<unsigned char>(c) & 0xC0) != 0x80;

@@ -35,8 +35,6 @@ std::string clean_verse(const std::string& raw);
 // UTF-8 are kept as they are.
 std::string remove_zero_width(std::string_view text);
 
-// True when `text` is well-formed UTF-8 (no overlongs, surrogates or code points > U+10FFFF).
-bool is_valid_utf8(const std::string& text);
 
 // The number of code points in well-formed UTF-8 text (bytes that are not continuation bytes).
 std::size_t utf8_length(const std::string& text);

@@ -4,7 +4,7 @@
 // text, each read as a file would be. A seed in fuzz/corpus/corpus is laid out as
 //   <source text> '\' <any byte but '\'> <target text> <limit byte: the limit is its value % 65>
 // (in the source text, a doubled backslash stands for one). What it checks, for any input:
-//   - valid_utf8() agrees with an independent reference decoder (reference_first_invalid below),
+//   - first_invalid_utf8() (io/text.h) agrees with an independent reference decoder (reference_first_invalid below),
 //     including the offset of the first bad byte;
 //   - normalize_spaces() (io/text.h) turns every run of Unicode whitespace (the list in
 //     reference_is_whitespace below: ASCII whitespace and the other C0 controls, DEL, U+0085,
@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "io/text.h"
 #include "translation/corpus.h"
 
 using qkgrad::translation::ParallelCorpus;
@@ -144,11 +145,9 @@ std::size_t inner_space_runs(std::string_view s) {
 }
 
 void check_valid_utf8(const std::string& text) {
-  std::size_t bad = 12345;
-  const bool valid = qkgrad::translation::valid_utf8(text, &bad);
-  const std::size_t expected = reference_first_invalid(text);
-  require(valid == (expected == std::string_view::npos), "valid_utf8 disagrees with the reference");
-  require(valid || bad == expected, "valid_utf8 reports a different first bad offset");
+  const std::size_t bad = qkgrad::first_invalid_utf8(text);
+  require(bad == reference_first_invalid(text), "first_invalid_utf8 disagrees with the reference");
+  require(qkgrad::is_valid_utf8(text) == (bad == std::string_view::npos), "is_valid_utf8 disagrees with first_invalid_utf8");
 }
 
 void check_normalize_spaces(const std::string& text) {

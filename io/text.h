@@ -57,6 +57,9 @@ inline std::size_t first_invalid_utf8(std::string_view text) {
   return std::string_view::npos;
 }
 
+// True when `text` is well-formed UTF-8 (no overlongs, surrogates or code points > U+10FFFF).
+inline bool is_valid_utf8(std::string_view text) { return first_invalid_utf8(text) == std::string_view::npos; }
+
 // Decodes the well-formed character at text[i] into `code_point` and returns its length in
 // bytes (1 to 4), or 0 when the bytes there are not one (see utf8_char_length).
 inline std::size_t decode_utf8(std::string_view text, std::size_t i, char32_t& code_point) {

@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "corpora/bible.h"
 #include "corpora/process.h"
+#include "io/text.h"
 
 using namespace qkgrad;
 using namespace qkgrad::corpora;

@@ -14,6 +14,7 @@
 #include "core/autograd.h"
 #include "core/error.h"
 #include "io/checkpoint.h"
+#include "io/text.h"
 #include "nn/decode.h"
 #include "nn/optim.h"
 #include "toy_seq2seq.h"
@@ -126,9 +127,9 @@ TEST_CASE("corpus errors name the files, lines and counts", "[translate][errors]
   write(tmp / "e.en", "\n\n");
   CHECK_THROWS_WITH(read_parallel(tmp / "e.es", tmp / "e.en"), Contains("empty corpus"));
   CHECK_THROWS_WITH(read_text_lines(tmp / "missing.txt"), Contains("missing.txt"));
-  CHECK(valid_utf8("ñandú ▁ 😀"));
-  CHECK_FALSE(valid_utf8("\xc0\xaf"));      // overlong
-  CHECK_FALSE(valid_utf8("\xed\xa0\x80"));  // surrogate
+  CHECK(is_valid_utf8("ñandú ▁ 😀"));
+  CHECK_FALSE(is_valid_utf8("\xc0\xaf"));      // overlong
+  CHECK_FALSE(is_valid_utf8("\xed\xa0\x80"));  // surrogate
 }
 
 TEST_CASE("batches respect the token budget, cover every pair once, and shuffle per epoch from the seed", "[translate]") {

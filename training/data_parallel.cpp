@@ -36,21 +36,9 @@ void require_same_as_root(distributed::Communicator& comm, const Json& mine, con
                          "the same command on the same data. Nothing was started or changed"));
 }
 
-uint64_t fingerprint(const void* bytes, std::size_t size, uint64_t hash) {
-  const auto* p = static_cast<const unsigned char*>(bytes);
-  for (std::size_t i = 0; i < size; ++i) hash = (hash ^ p[i]) * 1099511628211ull;
-  return hash;
-}
-
 uint64_t fingerprint(const std::vector<std::string>& lines, uint64_t hash) {
-  for (const std::string& line : lines) hash = fingerprint("\n", 1, fingerprint(line.data(), line.size(), hash));
+  for (const std::string& line : lines) hash = fnv1a("\n", fnv1a(line, hash));
   return hash;
-}
-
-std::string hex(uint64_t value) {
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
-  return text;
 }
 
 std::vector<std::vector<int64_t>> split_shares(const std::vector<int64_t>& indices, int64_t parts) {

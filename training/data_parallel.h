@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/hash.h"
 #include "distributed/communicator.h"
 #include "io/json.h"
 
@@ -30,13 +31,9 @@ class JobWideError : public Error {
 // throws JobWideError: "the ranks were started with different <what>" (nothing was started).
 void require_same_as_root(distributed::Communicator& comm, const Json& mine, const std::string& what);
 
-// 64-bit FNV-1a over lines (each followed by '\n') or bytes, continuing from `hash`: the
-// fingerprint of a corpus or of the parameters, compared across ranks.
-constexpr uint64_t kFingerprintStart = 14695981039346656037ull;
-uint64_t fingerprint(const std::vector<std::string>& lines, uint64_t hash = kFingerprintStart);
-uint64_t fingerprint(const void* bytes, std::size_t size, uint64_t hash = kFingerprintStart);
-// As text: a JSON number holds only 53 bits.
-std::string hex(uint64_t value);
+// The fingerprint of a corpus: FNV-1a (core/hash.h) over its lines, each followed by '\n',
+// continuing from `hash`; compared across ranks.
+uint64_t fingerprint(const std::vector<std::string>& lines, uint64_t hash = kFnv1aStart);
 
 // A batch's examples split into `parts` shares of consecutive examples, as equal in size as
 // they can be (the first ones one larger); a share is empty when there are fewer examples than

@@ -384,7 +384,7 @@ class Trainer {
   // Every rank starts from the same parameters; the gradients are summed over the ranks during
   // backward (distributed/gradient_reducer.h).
   void start_data_parallel() {
-    require_same_as_root(comm_, Json{{"parameters", hex(parameter_fingerprint())}, {"step", s_.step}},
+    require_same_as_root(comm_, Json{{"parameters", hex64(parameter_fingerprint())}, {"step", s_.step}},
                          "model state (initial or resumed parameters)");
     gradient_comm_ = distributed::gradient_communicator(model_device(), comm_);  // NCCL for CUDA gradients, where built
     distributed::Communicator& gradients = gradient_comm_ ? *gradient_comm_ : comm_;
@@ -519,11 +519,11 @@ class Trainer {
 
   // The parameters' bits, compared across the ranks before training.
   uint64_t parameter_fingerprint() const {
-    uint64_t hash = kFingerprintStart;
+    uint64_t hash = kFnv1aStart;
     NoGradGuard reading;  // the parameters require grad; reading their bits is no op of the tape
     for (const Tensor& p : params_) {
       const Tensor host = p.device() == Device::cpu ? p : p.to(Device::cpu);
-      hash = fingerprint(host.raw_data(), host.nbytes(), hash);
+      hash = fnv1a(std::string_view(static_cast<const char*>(host.raw_data()), host.nbytes()), hash);
     }
     return hash;
   }

@@ -19,13 +19,6 @@
 
 namespace qkgrad::translation {
 
-bool valid_utf8(const std::string& s, std::size_t* bad_offset) {
-  const std::size_t bad = first_invalid_utf8(s);
-  if (bad == std::string_view::npos) return true;
-  if (bad_offset) *bad_offset = bad;
-  return false;
-}
-
 namespace {
 
 bool gzipped(const std::string& path) { return path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0; }
@@ -89,8 +82,8 @@ namespace {
 void check_text_line(const std::string& line, const std::string& name, int64_t line_no) {
   QKGRAD_CHECK(line.find('\0') == std::string::npos, name, ":", line_no,
                ": contains a NUL byte; this is not a text file (or it is UTF-16: convert it to UTF-8)");
-  std::size_t bad = 0;
-  QKGRAD_CHECK(valid_utf8(line, &bad), name, ":", line_no, ": invalid UTF-8 at byte ", bad + 1,
+  const std::size_t bad = first_invalid_utf8(line);
+  QKGRAD_CHECK(bad == std::string_view::npos, name, ":", line_no, ": invalid UTF-8 at byte ", bad + 1,
                " of the line; convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)");
 }
 

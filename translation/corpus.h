@@ -56,9 +56,6 @@ class LineReader {
   int64_t line_no_ = 0;
 };
 
-// Is `text` valid UTF-8? If not, `bad_offset` gets the offset of the first invalid byte.
-bool valid_utf8(const std::string& text, std::size_t* bad_offset = nullptr);
-
 // Every run of whitespace (tabs, no-break spaces, U+3000, ...: the set of is_whitespace in
 // io/text.h) becomes one space, and none is left at either end; zero-width characters are kept.
 // The one normaliser of the project (io/text.h), also the Bible cleaner's; named here too for

@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/hash.h"
 #include "io/atomic_file.h"
 #include "io/text.h"
 #include "training/stop_signals.h"
@@ -34,16 +35,7 @@ namespace {
 // (field number << 3 | wire type) then a value. Debian ships no header for it, so the few
 // records the fingerprint needs are read from the wire format directly.
 
-uint64_t fnv1a(std::string_view bytes, uint64_t hash = 14695981039346656037ull) {  // FNV-1a, 64 bits
-  for (const char ch : bytes) hash = (hash ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
-  return hash;
-}
 
-std::string hex64(uint64_t x) {
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(x));
-  return hex;
-}
 
 struct WireRecord {
   uint64_t field;

@@ -250,11 +250,11 @@ class TranslationTask : public training::Task {
   }
   // The corpus every rank read, compared across the ranks before anything is written.
   Json data_fingerprint() const override {
-    using training::fingerprint, training::hex;
+    using training::fingerprint;
     return Json{{"train pairs", train_text_.src.size()},
-                {"train text", hex(fingerprint(train_text_.tgt, fingerprint(train_text_.src)))},
+                {"train text", hex64(fingerprint(train_text_.tgt, fingerprint(train_text_.src)))},
                 {"dev pairs", dev_text_.src.size()},
-                {"dev text", hex(fingerprint(dev_text_.tgt, fingerprint(dev_text_.src)))}};
+                {"dev text", hex64(fingerprint(dev_text_.tgt, fingerprint(dev_text_.src)))}};
   }
   void make_files(TaskContext& c) override {
     if (!fs::exists(subwords_file(c.run))) train_subwords(c);
