@@ -11,6 +11,24 @@
 // from the caching allocator. Every (b, h) writes only its own columns of out, dq, dk, dv, so
 // there are no races, and dg is summed from per-(b, h) partials in a fixed order: results are
 // deterministic.
+//
+// Symbols of docs/qknorm-attention.md and their names here (one (b, h) head; i a query row, j a
+// key row; each buffer has one role):
+//
+//   q, k, v, O      q_h, k_h, v_h, o_h     rows of the head's columns of q, k, v, out [T, d]
+//   rq, rk          rq_h, rk_h             1/max(‖q_i‖, ε), 1/max(‖k_j‖, ε) (1), saved [tq], [tk]
+//   g               gh                     the gain: one, or the head's
+//   R = q kᵀ, S, P  P                      the raw products, then in place the logits (2)–(3) and
+//                                          P = softmax(S) (4): saved [tq, tk]
+//   z/(1 − p)       Z                      the dropout factors of (5), regenerated in the backward
+//   P'              P_used                 P, or z/(1 − p) ⊙ P under dropout (5)
+//   Ō, P̄', P̄, S̄     do_h, dS               the output's gradient; dS holds P̄' (8), P̄ (9), then S̄ (10)–(11)
+//                                          (and, under dropout, P' for (7) before them)
+//   D               D                      Ō_i · O_i (10)
+//   S̄ ⊙ rk, S̄ ⊙ rq  scaled                 S̄ with its columns (or rows) scaled, the GEMMs' left operand
+//   U, W            U, W                   q̂̄/g and k̂̄/g (12): Σ_j S̄_ij k̂_j and Σ_i S̄_ij q̂_i
+//   ḡ               dg_partial             Σ_i q̂_i · U_i (13), per (b, h), summed in a fixed order
+//   q̄, k̄, v̄        dq_h, dk_h, dV         the gradients (14) (QKNorm) or (15) (scaled dot); v̄ (7)
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -191,7 +209,7 @@ void CpuBackend::attention_forward(const AttentionSpec& s, const Tensor& q, cons
     T* PR = state.probs.data<T>();
     T* RQ = s.qknorm ? state.rq.data<T>() : nullptr;
     T* RK = s.qknorm ? state.rk.data<T>() : nullptr;
-    T* W = workspace.data<T>();
+    T* scratch = workspace.data<T>();
 #pragma omp parallel for schedule(static) if (pairs > 1 && pairs * tile * d >= kParallelGrain)
     for (int64_t pair = 0; pair < pairs; ++pair) {
       const int64_t b = pair / s.heads, h = pair % s.heads;
@@ -218,7 +236,7 @@ void CpuBackend::attention_forward(const AttentionSpec& s, const Tensor& q, cons
       // out = P' v (5)–(6), written straight into the head's columns.
       const T* P_used = P;
       if (s.dropout > 0) {
-        T* Pd = W + static_cast<int64_t>(omp_get_thread_num()) * per_thread;
+        T* Pd = scratch + static_cast<int64_t>(omp_get_thread_num()) * per_thread;
         for (int64_t i = 0; i < s.tq; ++i) {
           dropout.row(b, h, i, Pd + i * s.tk);
           for (int64_t j = 0; j < s.tk; ++j) Pd[i * s.tk + j] *= P[i * s.tk + j];
@@ -240,8 +258,9 @@ void CpuBackend::attention_backward(const AttentionSpec& s, const Tensor& q, con
   cpu::dispatch(q.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const int64_t pairs = s.batch * s.heads, d = s.head_dim, tile = s.tq * s.tk;
-    // Per thread: A [tq, tk] (scratch), dS [tq, tk], U [tq, d], V [tk, d].
-    const int64_t per_thread = std::max<int64_t>(2 * tile + (s.tq + s.tk) * d, 1);
+    // Per thread: dS [tq, tk]; with dropout Z [tq, tk]; for QKNorm scaled [tq, tk], U [tq, d], W [tk, d].
+    const int64_t z_size = s.dropout > 0 ? tile : 0, norm_size = s.qknorm ? tile + (s.tq + s.tk) * d : 0;
+    const int64_t per_thread = std::max<int64_t>(tile + z_size + norm_size, 1);
     Tensor workspace = Tensor::empty({omp_get_max_threads(), per_thread}, q.dtype());
     std::vector<double> dg_partial(static_cast<std::size_t>(pairs), 0.0);
     const DropoutMask dropout(s);
@@ -256,7 +275,7 @@ void CpuBackend::attention_backward(const AttentionSpec& s, const Tensor& q, con
     T* dQ = grads.dq.data<T>();
     T* dK = grads.dk.data<T>();
     T* dV = grads.dv.data<T>();
-    T* W = workspace.data<T>();
+    T* thread_space = workspace.data<T>();
     // Cache rows beyond tk are not read by the forward: their gradient is 0.
     std::fill(dK, dK + grads.dk.numel(), T(0));
     std::fill(dV, dV + grads.dv.numel(), T(0));
@@ -264,10 +283,11 @@ void CpuBackend::attention_backward(const AttentionSpec& s, const Tensor& q, con
     for (int64_t pair = 0; pair < pairs; ++pair) {
       const int64_t b = pair / s.heads, h = pair % s.heads;
       const Head hd = head_of(s, b, h);
-      T* A = W + static_cast<int64_t>(omp_get_thread_num()) * per_thread;
-      T* dS = A + tile;
-      T* U = dS + tile;
-      T* Vh = U + s.tq * d;
+      T* dS = thread_space + static_cast<int64_t>(omp_get_thread_num()) * per_thread;
+      T* Z = dS + tile;           // z_size elements
+      T* scaled = Z + z_size;     // the rest: QKNorm only
+      T* U = scaled + tile;
+      T* W = U + s.tq * d;
       const T* P = PR + pair * tile;
       const T* rq_h = s.qknorm ? RQ + hd.stat_offset_q : nullptr;
       const T* rk_h = s.qknorm ? RK + hd.stat_offset_k : nullptr;
@@ -283,29 +303,30 @@ void CpuBackend::attention_backward(const AttentionSpec& s, const Tensor& q, con
         continue;
       }
       const T gh = head_g<T>(s, g, h);
-      if (s.qknorm) std::fill(Vh, Vh + s.tk * d, T(0));  // summed over the row blocks
+      if (s.qknorm) std::fill(W, W + s.tk * d, T(0));  // summed over the row blocks
       for_each_row_block(s, hd, [&](const RowBlock& r) {
         const int64_t n = r.keys, first = r.first;
-        const T* P_r = P + first * s.tk;  // this block's rows of P, A and dS: [rows, tk], n used
-        T* A_r = A + first * s.tk;
+        const T* P_r = P + first * s.tk;  // this block's rows of P, Z, dS and scaled: [rows, tk], n used
+        T* Z_r = Z + first * s.tk;
         T* dS_r = dS + first * s.tk;
+        T* scaled_r = scaled + first * s.tk;
         const T* q_r = q_h + first * hd.ld;
         const T* do_r = do_h + first * hd.ld;
-        // dv += P'ᵀ dO (7), with P' = z ⊙ P built in dS (and the factors z/(1 − p) in A) under dropout.
+        // dv += P'ᵀ dO (7); under dropout P' = Z ⊙ P is built in dS, which (8) then overwrites.
         const T* P_used = P_r;
-        if (s.dropout > 0) {  // A holds the factors z/(1 − p) until dP is formed
+        if (s.dropout > 0) {
           for (int64_t i = 0; i < r.rows; ++i) {
-            dropout.row(b, h, first + i, A_r + i * s.tk);
-            for (int64_t j = 0; j < n; ++j) dS_r[i * s.tk + j] = A_r[i * s.tk + j] * P_r[i * s.tk + j];
+            dropout.row(b, h, first + i, Z_r + i * s.tk);
+            for (int64_t j = 0; j < n; ++j) dS_r[i * s.tk + j] = Z_r[i * s.tk + j] * P_r[i * s.tk + j];
           }
           P_used = dS_r;
         }
         block_gemm(true, false, n, d, r.rows, 1.0, P_used, s.tk, do_r, hd.ld, 1.0, dV + hd.kv_offset, hd.ld);
-        // dP' = dO vᵀ (8), then dP = z ⊙ dP' (9) with the factors still in A.
+        // dP' = dO vᵀ (8), then dP = Z ⊙ dP' (9).
         block_gemm(false, true, r.rows, n, d, 1.0, do_r, hd.ld, v_h, hd.ld, 0.0, dS_r, s.tk);
         if (s.dropout > 0) {
           for (int64_t i = 0; i < r.rows; ++i)
-            for (int64_t j = 0; j < n; ++j) dS_r[i * s.tk + j] *= A_r[i * s.tk + j];
+            for (int64_t j = 0; j < n; ++j) dS_r[i * s.tk + j] *= Z_r[i * s.tk + j];
         }
         // dS = P ⊙ (dP − D), with D_i = dO_i · O_i (10)–(11).
         for (int64_t i = 0; i < r.rows; ++i) {
@@ -323,22 +344,22 @@ void CpuBackend::attention_backward(const AttentionSpec& s, const Tensor& q, con
           block_gemm(true, false, n, d, r.rows, s.scale, dS_r, s.tk, q_r, hd.ld, 1.0, dk_h, hd.ld);
           return;
         }
-        // U_i = Σ_j dS_ij k̂_j (13, without g): scale dS's columns by rk, one GEMM.
+        // U_i = Σ_j dS_ij k̂_j (12, without g): dS's columns scaled by rk, one GEMM with k.
         for (int64_t i = 0; i < r.rows; ++i)
-          for (int64_t j = 0; j < n; ++j) A_r[i * s.tk + j] = dS_r[i * s.tk + j] * rk_h[j];
-        block_gemm(false, false, r.rows, d, n, 1.0, A_r, s.tk, k_h, hd.ld, 0.0, U + first * d, d);
-        // V_j += Σ_i dS_ij q̂_i (13, without g): scale dS's rows by rq, one GEMM.
+          for (int64_t j = 0; j < n; ++j) scaled_r[i * s.tk + j] = dS_r[i * s.tk + j] * rk_h[j];
+        block_gemm(false, false, r.rows, d, n, 1.0, scaled_r, s.tk, k_h, hd.ld, 0.0, U + first * d, d);
+        // W_j += Σ_i dS_ij q̂_i (12, without g): dS's rows scaled by rq, one GEMM with q.
         for (int64_t i = 0; i < r.rows; ++i)
-          for (int64_t j = 0; j < n; ++j) A_r[i * s.tk + j] = dS_r[i * s.tk + j] * rq_h[first + i];
-        block_gemm(true, false, n, d, r.rows, 1.0, A_r, s.tk, q_r, hd.ld, 1.0, Vh, d);
+          for (int64_t j = 0; j < n; ++j) scaled_r[i * s.tk + j] = dS_r[i * s.tk + j] * rq_h[first + i];
+        block_gemm(true, false, n, d, r.rows, 1.0, scaled_r, s.tk, q_r, hd.ld, 1.0, W, d);
       });
       if (!s.qknorm) continue;
-      // dg (12): Σ_ij dS_ij q̂_i·k̂_j = Σ_i q̂_i · U_i, no [tq, tk] pass needed.
+      // dg (13): Σ_ij dS_ij q̂_i·k̂_j = Σ_i q̂_i · U_i, no [tq, tk] pass needed.
       double dg_sum = 0;
       for (int64_t i = 0; i < s.tq; ++i)
         for (int64_t c = 0; c < d; ++c) dg_sum += static_cast<double>(q_h[i * hd.ld + c] * rq_h[i] * U[i * d + c]);
       dg_partial[static_cast<std::size_t>(pair)] = dg_sum;
-      // Back through the normalisation (14), with x̂̄ = g·U (or g·V): keep the part orthogonal
+      // Back through the normalisation (14), with x̂̄ = g·U (or g·W): keep the part orthogonal
       // to x̂ (above eps), or all of it (below eps, where x̂ = x/eps is linear).
       auto through_norm = [&](const T* x, const T* r, const T* xhat_grad, T* dx, int64_t rows) {
         for (int64_t i = 0; i < rows; ++i) {
@@ -355,9 +376,9 @@ void CpuBackend::attention_backward(const AttentionSpec& s, const Tensor& q, con
         }
       };
       through_norm(q_h, rq_h, U, dq_h, s.tq);
-      through_norm(k_h, rk_h, Vh, dk_h, s.tk);
+      through_norm(k_h, rk_h, W, dk_h, s.tk);
     }
-    if (dg && s.qknorm) {  // (12), summed in (b, h) order
+    if (dg && s.qknorm) {  // (13), summed in (b, h) order
       T* out_g = dg->data<T>();
       if (s.per_head_g) {
         for (int64_t h = 0; h < s.heads; ++h) {

@@ -189,7 +189,7 @@ __device__ inline int64_t most_visible(const int64_t* visible, int64_t rows) {
 }
 
 // Back through x̂ = r·x, r = 1/max(‖x‖, eps) (14), for one row x of length d, with the gradient
-// of x̂ given as gain·grad (grad holds U or V of (13)):
+// of x̂ given as gain·grad (grad holds U or W of (12)):
 //   dx = r (gain·grad − x̂ (x̂ · gain·grad))   when ‖x‖ > eps,   dx = r · gain·grad   otherwise,
 // written to dx (global). One warp: lanes split the columns. Same operations as through_norm
 // in cpu_attention.cpp.
@@ -524,8 +524,8 @@ struct QueryGradTiles {
 // dq, one block per (b, h, tile of query rows), key tiles in order up to the most keys any of
 // its rows sees:
 //   scaled_dot (15): dq_i = scale · Σ_j dS_ij k_j
-//   qknorm (13):     U_i = Σ_j (dS_ij rk_j) k_j, so that q̂̄_i = g_h U_i; then
-//                    dg partial (12): Σ_c (q_ic rq_i) U_ic in float64 -> dg_partial[row]
+//   qknorm (12):     U_i = Σ_j (dS_ij rk_j) k_j, so that q̂̄_i = g_h U_i; then
+//                    dg partial (13): Σ_c (q_ic rq_i) U_ic in float64 -> dg_partial[row]
 //                    (14): dq_i = through_norm(q_i, rq_i, g_h, U_i)
 // dg_partial ([B·H·tq] f64) is null when dg is not wanted.
 template <typename T>
@@ -585,7 +585,7 @@ __global__ void attention_dq_kernel(AttnDims s, int64_t tile, const int64_t* key
         continue;
       }
       const T r_i = rq[row];
-      if (dg_partial != nullptr) {  // (12): q̂_i · U_i
+      if (dg_partial != nullptr) {  // (13): q̂_i · U_i
         double local = 0;
         for (int64_t c = lane; c < s.d; c += 32) local += static_cast<double>(x[c] * r_i * sum[c]);
         const double total = warp_sum(local);
@@ -604,7 +604,7 @@ struct KeyGradTiles {
   T* v;     // [tile, d + 1] their values
   T* q;     // [tile, d + 1] the current query tile
   T* dout;  // [tile, d + 1] its upstream gradients
-  T* dk;    // [tile, d + 1] Σ_i w_ij q_i so far (V_j for qknorm)
+  T* dk;    // [tile, d + 1] Σ_i w_ij q_i so far (W_j for qknorm)
   T* dv;    // [tile, d + 1] Σ_i P_ij z_ij/(1 − p) dout_i so far
   T* p;     // [tile, tile] P_ij z_ij/(1 − p) of the query tile
   T* w;     // [tile, tile] dS_ij·rq_i (qknorm) or dS_ij
@@ -633,8 +633,8 @@ struct KeyGradTiles {
 // sees key j0 is skipped):
 //   (7)              dv_j = Σ_i P_ij z_ij/(1 − p) dout_i
 //   scaled_dot (15): dk_j = scale · Σ_i dS_ij q_i
-//   qknorm (13):     V_j = Σ_i (dS_ij rq_i) q_i, so that k̂̄_j = g_h V_j; then
-//                    (14): dk_j = through_norm(k_j, rk_j, g_h, V_j)
+//   qknorm (12):     W_j = Σ_i (dS_ij rq_i) q_i, so that k̂̄_j = g_h W_j; then
+//                    (14): dk_j = through_norm(k_j, rk_j, g_h, W_j)
 template <typename T>
 __global__ void attention_dkdv_kernel(AttnDims s, int64_t tile, const int64_t* key_lengths,
                                       const T* q, const T* k, const T* v, const T* g,
@@ -707,7 +707,7 @@ __global__ void attention_dkdv_kernel(AttnDims s, int64_t tile, const int64_t* k
   }
 }
 
-// (12) dg from the per-query-row partials ([B·H·tq] f64, row = (b·H + h)·tq + i), one block
+// (13) dg from the per-query-row partials ([B·H·tq] f64, row = (b·H + h)·tq + i), one block
 // per output value: per head (blockIdx.x = h) the rows of head h over every b and i, or
 // (one value) every row. Threads take strided rows, then block_sum: a fixed order.
 template <typename T>
