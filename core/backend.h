@@ -93,6 +93,11 @@ inline uint64_t random_blocks_needed(DType dtype, int64_t numel) {
   return static_cast<uint64_t>((numel + per_block - 1) / per_block);
 }
 
+// The attention modes (ops/attention.h has their formulas and names). The fused kernels compute
+// two kinds of logits, qknorm's and scaled_dot's; rms_qknorm and layer_qknorm normalise q and k
+// first (ops/attention.cpp) and reach the kernels as scaled_dot.
+enum class AttentionMode { qknorm, scaled_dot, rms_qknorm, layer_qknorm };
+
 // One call of the fused attention kernels (ops/attention.cpp, docs/qknorm-attention.md).
 // q: [B, q_time, H·d] (q_time = tq), k and v: [B, kv_time, H·d] of which the first tk time
 // steps are used (a KV cache may hold more), out: [B, tq, H·d]. Heads are column blocks of
@@ -103,7 +108,8 @@ inline uint64_t random_blocks_needed(DType dtype, int64_t numel) {
 struct AttentionSpec {
   int64_t batch = 0, heads = 0, tq = 0, tk = 0, head_dim = 0;
   int64_t kv_time = 0;             // stored time steps of k and v (>= tk)
-  bool qknorm = true;
+  AttentionMode mode = AttentionMode::qknorm;  // qknorm or scaled_dot (the kernels' two logits)
+  bool qknorm() const { return mode == AttentionMode::qknorm; }
   bool per_head_g = false;         // g has one value per head, else one value
   double scale = 1.0;              // scaled_dot's 1/√d
   double eps = 1e-6;               // qknorm's norm clamp

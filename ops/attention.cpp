@@ -43,12 +43,14 @@ AttentionSpec plan_attention(const Tensor& q, const Tensor& k, const Tensor& v, 
   s.kv_time = k.size(1);
   s.tk = o.kv_length >= 0 ? o.kv_length : k.size(1);
   s.head_dim = q.size(2) / o.heads;
-  s.qknorm = o.mode == AttentionMode::qknorm;
+  // The kernels' logits: qknorm's, or scaled_dot's (also for q and k that rms_qknorm and
+  // layer_qknorm have normalised: attention_of_normalised_heads).
+  s.mode = o.mode == AttentionMode::qknorm ? AttentionMode::qknorm : AttentionMode::scaled_dot;
   s.scale = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(s.head_dim, 1)));
   s.eps = o.eps;
   s.causal = o.causal;
   s.query_offset = o.query_offset;
-  if (s.qknorm) {
+  if (s.qknorm()) {
     check_same_dtype_device(op, q, g);
     QKGRAD_CHECK((g.numel() == 1 && g.rank() <= 1) || g.shape() == Shape{o.heads}, op,
                  ": g must be a scalar ([] or [1]) or one value per head ([", o.heads, "]), got ", g.shape());
@@ -159,25 +161,25 @@ AttentionOutput attention(const Tensor& q, const Tensor& k, const Tensor& v, con
   // CUDA kernels lse, from which they recompute P).
   AttentionState state = be.attention_state(s, q.dtype(), o.return_probs);
   Tensor out = Tensor::empty(q.shape(), q.dtype(), q.device());  // [B, Tq, H·d]
-  be.attention_forward(s, q, k, v, s.qknorm ? &g : nullptr, out, state);
+  be.attention_forward(s, q, k, v, s.qknorm() ? &g : nullptr, out, state);
 
-  const bool g_learns = s.qknorm && g.requires_grad();
+  const bool g_learns = s.qknorm() && g.requires_grad();
   if (should_record(q, k, v) || (g_learns && grad_enabled())) {
     std::vector<Tensor> inputs = {q, k, v};
-    if (s.qknorm) inputs.push_back(g);
+    if (s.qknorm()) inputs.push_back(g);
     record_named("attention", inputs, {out},
-                 {{"q", q}, {"k", k}, {"v", v}, {"g", s.qknorm ? g : Tensor()}, {"out", out},
+                 {{"q", q}, {"k", k}, {"v", v}, {"g", s.qknorm() ? g : Tensor()}, {"out", out},
                   {"probs", state.probs}, {"lse", state.lse}, {"rq", state.rq}, {"rk", state.rk}},
                  [s](BackwardContext& ctx) {
                    const Tensor& q = ctx.saved("q");
                    const Tensor& k = ctx.saved("k");
                    const Tensor& v = ctx.saved("v");
-                   const Tensor* g = s.qknorm ? &ctx.saved("g") : nullptr;
+                   const Tensor* g = s.qknorm() ? &ctx.saved("g") : nullptr;
                    const AttentionState kept{ctx.saved("probs"), ctx.saved("lse"), ctx.saved("rq"), ctx.saved("rk")};
                    AttentionGrads grads{Tensor::empty(q.shape(), q.dtype(), q.device()),
                                         Tensor::empty(k.shape(), k.dtype(), k.device()),
                                         Tensor::empty(v.shape(), v.dtype(), v.device()), Tensor()};
-                   if (s.qknorm && ctx.needs_grad(3)) grads.dg = Tensor::empty(g->shape(), g->dtype(), g->device());
+                   if (s.qknorm() && ctx.needs_grad(3)) grads.dg = Tensor::empty(g->shape(), g->dtype(), g->device());
                    backend(q.device()).attention_backward(s, q, k, v, g, ctx.saved("out"), kept, ctx.grad_output(), grads);
                    ctx.accumulate(0, std::move(grads.dq));
                    ctx.accumulate(1, std::move(grads.dk));

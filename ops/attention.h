@@ -22,12 +22,14 @@
 #include <string>
 #include <vector>
 
+#include "core/backend.h"
 #include "core/generator.h"
 #include "core/tensor.h"
 
 namespace qkgrad {
 
-enum class AttentionMode { qknorm, scaled_dot, rms_qknorm, layer_qknorm };
+// AttentionMode (qknorm, scaled_dot, rms_qknorm, layer_qknorm) is core/backend.h's: the one
+// list of the modes, from this op down to the kernels.
 
 // "qknorm", "scaled_dot", "rms_qknorm", "layer_qknorm", and back (unknown names throw, listing
 // the modes).

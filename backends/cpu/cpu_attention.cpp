@@ -149,7 +149,7 @@ void softmax_of_logits(const AttentionSpec& s, const Head& hd, T g, const T* rq,
     const int64_t n = visible_keys(s, hd, i);
     std::fill(row + n, row + s.tk, T(0));
     if (n == 0) continue;
-    if (s.qknorm) {
+    if (s.qknorm()) {
       const T coef = g * rq[i];
 #pragma omp simd
       for (int64_t j = 0; j < n; ++j) row[j] *= coef * rk[j];
@@ -175,7 +175,7 @@ void softmax_of_logits(const AttentionSpec& s, const Head& hd, T g, const T* rq,
 
 template <typename T>
 T head_g(const AttentionSpec& s, const Tensor* g, int64_t h) {
-  if (!s.qknorm) return T(1);
+  if (!s.qknorm()) return T(1);
   const T* gs = g->data<T>();
   return s.per_head_g ? gs[h] : gs[0];
 }
@@ -186,7 +186,7 @@ T head_g(const AttentionSpec& s, const Tensor* g, int64_t h) {
 AttentionState CpuBackend::attention_state(const AttentionSpec& s, DType dtype, bool /*want_probs: always made*/) {
   AttentionState state;
   state.probs = Tensor::empty({s.batch, s.heads, s.tq, s.tk}, dtype);  // [B, H, tq, tk]
-  if (s.qknorm) {
+  if (s.qknorm()) {
     state.rq = Tensor::empty({s.batch, s.heads, s.tq}, dtype);  // [B, H, tq]
     state.rk = Tensor::empty({s.batch, s.heads, s.tk}, dtype);  // [B, H, tk]
   }
@@ -207,18 +207,18 @@ void CpuBackend::attention_forward(const AttentionSpec& s, const Tensor& q, cons
     const T* V = v.data<T>();
     T* O = out.data<T>();
     T* PR = state.probs.data<T>();
-    T* RQ = s.qknorm ? state.rq.data<T>() : nullptr;
-    T* RK = s.qknorm ? state.rk.data<T>() : nullptr;
+    T* RQ = s.qknorm() ? state.rq.data<T>() : nullptr;
+    T* RK = s.qknorm() ? state.rk.data<T>() : nullptr;
     T* scratch = workspace.data<T>();
 #pragma omp parallel for schedule(static) if (pairs > 1 && pairs * tile * d >= kParallelGrain)
     for (int64_t pair = 0; pair < pairs; ++pair) {
       const int64_t b = pair / s.heads, h = pair % s.heads;
       const Head hd = head_of(s, b, h);
       T* P = PR + pair * tile;  // this head's [tq, tk] block of probs
-      T* rq_h = s.qknorm ? RQ + hd.stat_offset_q : nullptr;
-      T* rk_h = s.qknorm ? RK + hd.stat_offset_k : nullptr;
+      T* rq_h = s.qknorm() ? RQ + hd.stat_offset_q : nullptr;
+      T* rk_h = s.qknorm() ? RK + hd.stat_offset_k : nullptr;
       T* out_h = O + hd.out_offset;
-      if (s.qknorm) {  // (1)
+      if (s.qknorm()) {  // (1)
         inverse_norms(Q + hd.q_offset, s.tq, d, hd.ld, s.eps, rq_h);
         inverse_norms(K + hd.kv_offset, s.tk, d, hd.ld, s.eps, rk_h);
       }
@@ -259,7 +259,7 @@ void CpuBackend::attention_backward(const AttentionSpec& s, const Tensor& q, con
     using T = decltype(tag);
     const int64_t pairs = s.batch * s.heads, d = s.head_dim, tile = s.tq * s.tk;
     // Per thread: dS [tq, tk]; with dropout Z [tq, tk]; for QKNorm scaled [tq, tk], U [tq, d], W [tk, d].
-    const int64_t z_size = s.dropout > 0 ? tile : 0, norm_size = s.qknorm ? tile + (s.tq + s.tk) * d : 0;
+    const int64_t z_size = s.dropout > 0 ? tile : 0, norm_size = s.qknorm() ? tile + (s.tq + s.tk) * d : 0;
     const int64_t per_thread = std::max<int64_t>(tile + z_size + norm_size, 1);
     Tensor workspace = Tensor::empty({omp_get_max_threads(), per_thread}, q.dtype());
     std::vector<double> dg_partial(static_cast<std::size_t>(pairs), 0.0);
@@ -269,8 +269,8 @@ void CpuBackend::attention_backward(const AttentionSpec& s, const Tensor& q, con
     const T* Vs = v.data<T>();
     const T* O = out.data<T>();
     const T* PR = state.probs.data<T>();
-    const T* RQ = s.qknorm ? state.rq.data<T>() : nullptr;
-    const T* RK = s.qknorm ? state.rk.data<T>() : nullptr;
+    const T* RQ = s.qknorm() ? state.rq.data<T>() : nullptr;
+    const T* RK = s.qknorm() ? state.rk.data<T>() : nullptr;
     const T* dO = dout.data<T>();
     T* dQ = grads.dq.data<T>();
     T* dK = grads.dk.data<T>();
@@ -289,8 +289,8 @@ void CpuBackend::attention_backward(const AttentionSpec& s, const Tensor& q, con
       T* U = scaled + tile;
       T* W = U + s.tq * d;
       const T* P = PR + pair * tile;
-      const T* rq_h = s.qknorm ? RQ + hd.stat_offset_q : nullptr;
-      const T* rk_h = s.qknorm ? RK + hd.stat_offset_k : nullptr;
+      const T* rq_h = s.qknorm() ? RQ + hd.stat_offset_q : nullptr;
+      const T* rk_h = s.qknorm() ? RK + hd.stat_offset_k : nullptr;
       const T* q_h = Q + hd.q_offset;
       const T* k_h = K + hd.kv_offset;
       const T* v_h = Vs + hd.kv_offset;
@@ -303,7 +303,7 @@ void CpuBackend::attention_backward(const AttentionSpec& s, const Tensor& q, con
         continue;
       }
       const T gh = head_g<T>(s, g, h);
-      if (s.qknorm) std::fill(W, W + s.tk * d, T(0));  // summed over the row blocks
+      if (s.qknorm()) std::fill(W, W + s.tk * d, T(0));  // summed over the row blocks
       for_each_row_block(s, hd, [&](const RowBlock& r) {
         const int64_t n = r.keys, first = r.first;
         const T* P_r = P + first * s.tk;  // this block's rows of P, Z, dS and scaled: [rows, tk], n used
@@ -339,7 +339,7 @@ void CpuBackend::attention_backward(const AttentionSpec& s, const Tensor& q, con
 #pragma omp simd
           for (int64_t j = 0; j < n; ++j) row[j] = rows::attention_ds(p_row[j], row[j], D);
         }
-        if (!s.qknorm) {  // (15): dq = scale dS k, dk += scale dSᵀ q, straight into the outputs
+        if (!s.qknorm()) {  // (15): dq = scale dS k, dk += scale dSᵀ q, straight into the outputs
           block_gemm(false, false, r.rows, d, n, s.scale, dS_r, s.tk, k_h, hd.ld, 0.0, dq_h + first * hd.ld, hd.ld);
           block_gemm(true, false, n, d, r.rows, s.scale, dS_r, s.tk, q_r, hd.ld, 1.0, dk_h, hd.ld);
           return;
@@ -353,7 +353,7 @@ void CpuBackend::attention_backward(const AttentionSpec& s, const Tensor& q, con
           for (int64_t j = 0; j < n; ++j) scaled_r[i * s.tk + j] = dS_r[i * s.tk + j] * rq_h[first + i];
         block_gemm(true, false, n, d, r.rows, 1.0, scaled_r, s.tk, q_r, hd.ld, 1.0, W, d);
       });
-      if (!s.qknorm) continue;
+      if (!s.qknorm()) continue;
       // dg (13): Σ_ij dS_ij q̂_i·k̂_j = Σ_i q̂_i · U_i, no [tq, tk] pass needed.
       double dg_sum = 0;
       for (int64_t i = 0; i < s.tq; ++i)
@@ -378,7 +378,7 @@ void CpuBackend::attention_backward(const AttentionSpec& s, const Tensor& q, con
       through_norm(q_h, rq_h, U, dq_h, s.tq);
       through_norm(k_h, rk_h, W, dk_h, s.tk);
     }
-    if (dg && s.qknorm) {  // (13), summed in (b, h) order
+    if (dg && s.qknorm()) {  // (13), summed in (b, h) order
       T* out_g = dg->data<T>();
       if (s.per_head_g) {
         for (int64_t h = 0; h < s.heads; ++h) {

@@ -85,7 +85,7 @@ AttnDims dims_of(const AttentionSpec& spec) {
   s.d = spec.head_dim;
   s.kv_time = spec.kv_time;
   s.ld = spec.heads * spec.head_dim;
-  s.qknorm = spec.qknorm;
+  s.qknorm = spec.qknorm();
   s.per_head_g = spec.per_head_g;
   s.causal = spec.causal;
   s.query_offset = spec.query_offset;
@@ -751,7 +751,7 @@ void CudaBackend::attention_forward(const AttentionSpec& spec, const Tensor& q, 
   Tensor& rq = state.rq;
   Tensor& rk = state.rk;
   Tensor& probs = state.probs;  // undefined unless the caller asked for P
-  QKGRAD_CHECK(!spec.qknorm || g != nullptr, "attention_forward: qknorm needs the gain g");
+  QKGRAD_CHECK(!spec.qknorm() || g != nullptr, "attention_forward: qknorm needs the gain g");
   const AttnDims s = dims_of(spec);
   const int64_t query_rows = s.batch * s.heads * s.tq, key_rows = s.batch * s.heads * s.tk;
   if (query_rows == 0 && (!s.qknorm || key_rows == 0)) return;  // nothing to write
@@ -801,7 +801,7 @@ void CudaBackend::attention_backward(const AttentionSpec& spec, const Tensor& q,
   Tensor& dk = grads.dk;
   Tensor& dv = grads.dv;
   Tensor* dg = grads.dg.defined() ? &grads.dg : nullptr;
-  QKGRAD_CHECK(!spec.qknorm || g != nullptr, "attention_backward: qknorm needs the gain g");
+  QKGRAD_CHECK(!spec.qknorm() || g != nullptr, "attention_backward: qknorm needs the gain g");
   const AttnDims s = dims_of(spec);
   const int64_t query_rows = s.batch * s.heads * s.tq;
   const int64_t cache_rows = s.batch * s.heads * s.kv_time;  // every row of dk and dv

@@ -176,7 +176,7 @@ AttentionState CudaBackend::attention_state(const AttentionSpec& s, DType dtype,
   AttentionState state;
   state.lse = Tensor::empty({s.batch, s.heads, s.tq}, dtype, Device::cuda);  // [B, H, tq]
   if (want_probs) state.probs = Tensor::empty({s.batch, s.heads, s.tq, s.tk}, dtype, Device::cuda);
-  if (s.qknorm) {
+  if (s.qknorm()) {
     state.rq = Tensor::empty({s.batch, s.heads, s.tq}, dtype, Device::cuda);  // [B, H, tq]
     state.rk = Tensor::empty({s.batch, s.heads, s.tk}, dtype, Device::cuda);  // [B, H, tk]
   }

@@ -46,7 +46,7 @@ std::vector<std::string> run_case(const Case& c, DType dtype, std::mt19937& rng)
   s.tk = c.tk;
   s.kv_time = c.kv_time;
   s.head_dim = c.d;
-  s.qknorm = c.qknorm;
+  s.mode = c.qknorm ? AttentionMode::qknorm : AttentionMode::scaled_dot;
   s.per_head_g = c.per_head_g;
   s.scale = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(c.d, 1)));
   s.causal = c.causal;

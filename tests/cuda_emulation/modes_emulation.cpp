@@ -122,7 +122,7 @@ std::vector<std::string> run_case(const Case& c, DType dtype, std::mt19937& rng)
   s.tq = c.tq;
   s.tk = s.kv_time = c.tk;
   s.head_dim = d;
-  s.qknorm = false;
+  s.mode = AttentionMode::scaled_dot;
   s.scale = 1.0 / std::sqrt(static_cast<double>(d));
   s.causal = c.causal;
   s.query_offset = c.query_offset;
