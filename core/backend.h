@@ -97,6 +97,8 @@ inline uint64_t random_blocks_needed(DType dtype, int64_t numel) {
 // two kinds of logits, qknorm's and scaled_dot's; rms_qknorm and layer_qknorm normalise q and k
 // first (ops/attention.cpp) and reach the kernels as scaled_dot.
 enum class AttentionMode { qknorm, scaled_dot, rms_qknorm, layer_qknorm };
+inline constexpr AttentionMode kAttentionModes[] = {AttentionMode::qknorm, AttentionMode::scaled_dot,
+                                                    AttentionMode::rms_qknorm, AttentionMode::layer_qknorm};
 
 // One call of the fused attention kernels (ops/attention.cpp, docs/qknorm-attention.md).
 // q: [B, q_time, H·d] (q_time = tq), k and v: [B, kv_time, H·d] of which the first tk time

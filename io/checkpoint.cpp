@@ -1,5 +1,6 @@
 #include "io/checkpoint.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <tuple>
@@ -252,8 +253,9 @@ TransformerConfig config_from_json(const Json& json, const std::string& source) 
     c.decoder_layers = j.integer("decoder_layers");
     const std::string norm = j.string("norm"), mode = j.string("attention");
     QKGRAD_CHECK(norm == "layer_norm" || norm == "scale_norm", "\"norm\" must be \"layer_norm\" or \"scale_norm\", got \"", norm, "\"");
-    QKGRAD_CHECK(mode == "qknorm" || mode == "scaled_dot" || mode == "rms_qknorm" || mode == "layer_qknorm",
-                 "\"attention\" must be \"qknorm\", \"scaled_dot\", \"rms_qknorm\" or \"layer_qknorm\", got \"", mode, "\"");
+    const std::vector<std::string> modes = attention_mode_names();
+    QKGRAD_CHECK(std::find(modes.begin(), modes.end(), mode) != modes.end(), "\"attention\" must be one of ",
+                 attention_mode_choices(), ", got \"", mode, "\"");
     c.norm = norm == "layer_norm" ? NormType::layer_norm : NormType::scale_norm;
     c.attention = attention_mode_from_name(mode);
     c.per_head_g = j.boolean("per_head_g");

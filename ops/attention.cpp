@@ -137,11 +137,24 @@ const char* attention_mode_name(AttentionMode mode) {
   return "?";
 }
 
+std::vector<std::string> attention_mode_names() {
+  std::vector<std::string> names;
+  for (AttentionMode m : kAttentionModes) names.emplace_back(attention_mode_name(m));
+  return names;
+}
+
+std::string attention_mode_choices() {
+  const std::vector<std::string> names = attention_mode_names();
+  std::string text;
+  for (std::size_t i = 0; i < names.size(); ++i) text += cat(i == 0 ? "" : i + 1 == names.size() ? " or " : ", ", names[i]);
+  return text;
+}
+
 AttentionMode attention_mode_from_name(const std::string& name) {
-  for (AttentionMode m : {AttentionMode::qknorm, AttentionMode::scaled_dot, AttentionMode::rms_qknorm, AttentionMode::layer_qknorm}) {
+  for (AttentionMode m : kAttentionModes) {
     if (name == attention_mode_name(m)) return m;
   }
-  fail(cat("unknown attention mode \"", name, "\" (choose qknorm, scaled_dot, rms_qknorm or layer_qknorm)"));
+  fail(cat("unknown attention mode \"", name, "\" (choose ", attention_mode_choices(), ")"));
 }
 
 bool normalises_heads(AttentionMode mode) { return mode == AttentionMode::rms_qknorm || mode == AttentionMode::layer_qknorm; }

@@ -35,6 +35,8 @@ namespace qkgrad {
 // the modes).
 const char* attention_mode_name(AttentionMode mode);
 AttentionMode attention_mode_from_name(const std::string& name);
+std::vector<std::string> attention_mode_names();  // every mode's, in kAttentionModes' order
+std::string attention_mode_choices();             // "qknorm, scaled_dot, rms_qknorm or layer_qknorm"
 bool normalises_heads(AttentionMode mode);  // rms_qknorm or layer_qknorm
 
 // The learned parameters of a mode. qknorm: the gain g, [] or [1] (one per attention module, as

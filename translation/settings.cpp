@@ -102,7 +102,7 @@ void for_each_setting(Settings& s, Visit&& visit) {
   visit("tgt", s.tgt, Resume::fixed, Allowed{0, 0, kAnyText});
   visit("max_length", s.max_length, Resume::fixed, Allowed{1, 100000, {}});
   visit("preset", s.preset, Resume::fixed, Allowed{0, 0, kPresets});
-  visit("attention", s.attention, Resume::fixed, Allowed{0, 0, {"qknorm", "scaled_dot", "rms_qknorm", "layer_qknorm"}});
+  visit("attention", s.attention, Resume::fixed, Allowed{0, 0, attention_mode_names()});
   visit("norm", s.norm, Resume::fixed, Allowed{0, 0, {"layer_norm", "scale_norm"}});
   visit("layers", s.layers, Resume::fixed, Allowed{1, 64, {}});
   visit("d_model", s.d_model, Resume::fixed, Allowed{2, 16384, {}});
