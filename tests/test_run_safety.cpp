@@ -176,7 +176,7 @@ bool blocks_stop_signals(pid_t pid, const std::string& task) {
 
 }  // namespace
 
-// No handler may run on top of a computing thread (translation/stop_signals.h says why): every
+// No handler may run on top of a computing thread (training/stop_signals.h says why): every
 // thread of a training run but one blocks the stop signals, and that one waits for them.
 TEST_CASE("run safety: while training, every thread but the signal watcher blocks the stop signals",
           "[reliability]") {

@@ -23,7 +23,7 @@ void require_same_as_root(distributed::Communicator& comm, const Json& mine, con
     if (!mine.contains(item.key())) differences += cat(differences.empty() ? "" : ", ", item.key(), " (not set; rank 0: ", item.value().dump(), ")");
   }
   if (!differences.empty()) {
-    std::fprintf(stderr, "%s (rank %d of %d): its %s differ from rank 0's: %s\n", program_invocation_short_name,
+    std::fprintf(stderr, "%s train (rank %d of %d): its %s differ from rank 0's: %s\n", program_invocation_short_name,
                  comm.rank(), comm.size(),
                  what.c_str(), differences.c_str());
     std::fflush(stderr);

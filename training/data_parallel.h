@@ -36,7 +36,7 @@ void require_same_as_root(distributed::Communicator& comm, const Json& mine, con
 uint64_t fingerprint(const std::vector<std::string>& lines, uint64_t hash = kFnv1aStart);
 
 // A batch's examples split into `parts` shares of consecutive examples, as equal in size as
-// they can be (the first ones one larger); a share is empty when there are fewer examples than
+// they can be (share k is [k·n/parts, (k+1)·n/parts): sizes differ by at most one); a share is empty when there are fewer examples than
 // parts. The micro-batches of --accumulate, and each rank's share of a global batch.
 std::vector<std::vector<int64_t>> split_shares(const std::vector<int64_t>& indices, int64_t parts);
 

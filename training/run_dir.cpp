@@ -126,7 +126,7 @@ NewRunCleanup::~NewRunCleanup() {
   }
 }
 
-// The run's files: the task's first, train.lock last.
+// The run's files: options.json, the task's, the harness's own, train.lock last.
 std::vector<std::string> NewRunCleanup::files() const {
   std::vector<std::string> all = {run_.options()};
   for (const std::string& name : task_files_) all.push_back(run_.file(name));

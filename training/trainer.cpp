@@ -629,6 +629,9 @@ class Trainer {
       e = task_.evaluate([&](double fraction, const std::string& what) {
         progress_.live(cat("eval at step ", s_.step), fraction, what);
       });
+      QKGRAD_CHECK(e.values.contains(settings_.best_metric) && e.values.at(settings_.best_metric).is_number(),
+                   "train: the evaluation gives no number \"", settings_.best_metric, "\" (the best metric) among ",
+                   e.values.dump());
       value[0] = e.values.at(settings_.best_metric).get<double>();
     }
     if (ranks_ > 1) comm_.broadcast(value, 0);

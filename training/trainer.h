@@ -46,6 +46,7 @@ struct LoopSettings {
   uint64_t seed = 0;                 // the batch order's
   // The evaluation value that picks checkpoints/best, counts patience and drives the plateau
   // schedule: its key in Evaluation::values, its name in messages, and which way is better.
+  // It must be >= 0 (a loss, a score): -1 marks "no evaluation yet" in the trainer state.
   std::string best_metric = "loss", best_metric_label = "loss";
   bool lower_is_better = true;
 };

@@ -35,8 +35,6 @@ namespace {
 // (field number << 3 | wire type) then a value. Debian ships no header for it, so the few
 // records the fingerprint needs are read from the wire format directly.
 
-
-
 struct WireRecord {
   uint64_t field;
   std::string_view value;   // a length-delimited field's payload, else the encoded number

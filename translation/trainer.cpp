@@ -44,8 +44,6 @@ std::string fmt(const char* format, double value) {
   return buf;
 }
 
-
-
 // --precision bf16 needs what makes it worth having: float32 parameters and a device whose
 // products are native bf16 (Backend::bf16_products_missing; said at once, never a silently slow run).
 void check_precision(const RunSettings& s, Device device) {

@@ -284,10 +284,10 @@ void CpuBackend::attention_backward(const AttentionSpec& s, const Tensor& q, con
       const int64_t b = pair / s.heads, h = pair % s.heads;
       const Head hd = head_of(s, b, h);
       T* dS = thread_space + static_cast<int64_t>(omp_get_thread_num()) * per_thread;
-      T* Z = dS + tile;           // z_size elements
-      T* scaled = Z + z_size;     // the rest: QKNorm only
-      T* U = scaled + tile;
-      T* W = U + s.tq * d;
+      T* Z = s.dropout > 0 ? dS + tile : nullptr;              // z_size elements
+      T* scaled = s.qknorm() ? dS + tile + z_size : nullptr;   // then QKNorm's three
+      T* U = s.qknorm() ? scaled + tile : nullptr;
+      T* W = s.qknorm() ? U + s.tq * d : nullptr;
       const T* P = PR + pair * tile;
       const T* rq_h = s.qknorm() ? RQ + hd.stat_offset_q : nullptr;
       const T* rk_h = s.qknorm() ? RK + hd.stat_offset_k : nullptr;
@@ -307,9 +307,9 @@ void CpuBackend::attention_backward(const AttentionSpec& s, const Tensor& q, con
       for_each_row_block(s, hd, [&](const RowBlock& r) {
         const int64_t n = r.keys, first = r.first;
         const T* P_r = P + first * s.tk;  // this block's rows of P, Z, dS and scaled: [rows, tk], n used
-        T* Z_r = Z + first * s.tk;
+        T* Z_r = Z ? Z + first * s.tk : nullptr;
         T* dS_r = dS + first * s.tk;
-        T* scaled_r = scaled + first * s.tk;
+        T* scaled_r = scaled ? scaled + first * s.tk : nullptr;
         const T* q_r = q_h + first * hd.ld;
         const T* do_r = do_h + first * hd.ld;
         // dv += P'ᵀ dO (7); under dropout P' = Z ⊙ P is built in dS, which (8) then overwrites.
