@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdio>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -146,6 +147,13 @@ inline std::string normalize_spaces(std::string_view text) {
     out.append(text.substr(pos, size));
   }
   return out;
+}
+
+// One number in a printf format ("%.3f", "%.2e"): the progress lines' and messages' numbers.
+inline std::string format_number(const char* format, double value) {
+  char text[64];
+  std::snprintf(text, sizeof text, format, value);
+  return text;
 }
 
 // The parts with `separator` between them, like Python's separator.join(parts). Parts may be

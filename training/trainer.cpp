@@ -36,12 +36,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-std::string fmt(const char* format, double value) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, value);
-  return buf;
-}
-
 std::string clock_text(double seconds) {
   const int64_t s = static_cast<int64_t>(std::max(0.0, seconds));
   char buf[32];
@@ -158,7 +152,7 @@ bool improves(double value, double best, const LoopSettings& p) {
 }
 std::string best_text(const LoopState& s, const LoopSettings& p) {
   if (s.best < 0) return cat("no dev ", p.best_metric_label, " yet");
-  return cat("best dev ", p.best_metric_label, " ", fmt(p.lower_is_better ? "%.3f" : "%.2f", s.best));
+  return cat("best dev ", p.best_metric_label, " ", format_number(p.lower_is_better ? "%.3f" : "%.2f", s.best));
 }
 
 // Why a resumed run has nothing left to do under the current budgets, or "" if it has.
@@ -169,7 +163,7 @@ std::string finished_because(const LoopState& s, const LoopSettings& p) {
                "; --patience ", p.patience, ")");
   }
   if (p.max_minutes > 0 && s.train_seconds >= p.max_minutes * 60) {
-    return cat("it used its time budget (", fmt("%.1f", s.train_seconds / 60), " of --max-minutes ", p.max_minutes, ")");
+    return cat("it used its time budget (", format_number("%.1f", s.train_seconds / 60), " of --max-minutes ", p.max_minutes, ")");
   }
   return "";
 }
@@ -583,9 +577,9 @@ class Trainer {
       done = std::max(done, elapsed / (settings_.max_minutes * 60));
     }
     const double window_mean = s_.window_loss / static_cast<double>(std::max<int64_t>(s_.window_steps, 1));
-    const std::string where = cat("step ", s_.step, "/", settings_.max_steps, " ", fmt("%3.0f", 100 * std::min(done, 1.0)), "%");
+    const std::string where = cat("step ", s_.step, "/", settings_.max_steps, " ", format_number("%3.0f", 100 * std::min(done, 1.0)), "%");
     if (!log_line) {
-      progress_.live(where, done, cat("loss ", fmt("%.3f", window_mean), " | ", fmt("%.0f", tps), " tok/s | ETA ",
+      progress_.live(where, done, cat("loss ", format_number("%.3f", window_mean), " | ", format_number("%.0f", tps), " tok/s | ETA ",
                                       clock_text(std::max(eta, 0.0))));
       return;
     }
@@ -607,8 +601,8 @@ class Trainer {
     const double comm_ms = 1000 * window_comm_seconds_ / static_cast<double>(std::max<int64_t>(timed_steps_, 1));
     if (ranks_ > 1) m["comm_ms_per_step"] = comm_ms;  // waiting for the other ranks (not hidden by backward)
     append_metrics(run_.metrics(), m, history_);
-    progress_.log(cat(where, " | epoch ", s_.epoch + 1, " | loss ", fmt("%.3f", window_mean), " | ", fmt("%.0f", tps),
-                      " tok/s | lr ", fmt("%.2e", opt_->lr()), ranks_ > 1 ? cat(" | comm ", fmt("%.1f", comm_ms), " ms/step") : "",
+    progress_.log(cat(where, " | epoch ", s_.epoch + 1, " | loss ", format_number("%.3f", window_mean), " | ", format_number("%.0f", tps),
+                      " tok/s | lr ", format_number("%.2e", opt_->lr()), ranks_ > 1 ? cat(" | comm ", format_number("%.1f", comm_ms), " ms/step") : "",
                       " | elapsed ", clock_text(elapsed), " | ETA ", clock_text(std::max(eta, 0.0))));
     window_start_ = Clock::now();
     window_tokens_ = 0;

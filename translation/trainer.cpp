@@ -38,12 +38,6 @@ using training::TaskContext;
 
 namespace {
 
-std::string fmt(const char* format, double value) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, value);
-  return buf;
-}
-
 // --precision bf16 needs what makes it worth having: float32 parameters and a device whose
 // products are native bf16 (Backend::bf16_products_missing; said at once, never a silently slow run).
 void check_precision(const RunSettings& s, Device device) {
@@ -137,7 +131,7 @@ Evaluation evaluate(Seq2SeqTransformer& model, const EncodedData& data, const Su
   e.values["loss"] = loss;
   e.values["bleu"] = bleu.score;
   e.values["chrf"] = chrf;
-  e.line = cat("dev loss ", fmt("%.3f", loss), ", ", bleu.format(), ", chrF ", fmt("%.1f", chrf));
+  e.line = cat("dev loss ", format_number("%.3f", loss), ", ", bleu.format(), ", chrF ", format_number("%.1f", chrf));
   return e;
 }
 
@@ -364,7 +358,7 @@ class TranslationTask : public training::Task {
     c.progress.message(cat("subwords: ", subwords_->vocab_size(), " pieces; ", data_.train.size(), " training pairs (",
                            data_.dropped_long, " longer than ", settings_.max_length,
                            " dropped); L = 97.5th percentile of lengths = ", L_,
-                           " -> QKNorm g0 = log2(L^2 - L) = ", fmt("%.2f", qknorm_initial_g(std::max(L_, 2.0)))));
+                           " -> QKNorm g0 = log2(L^2 - L) = ", format_number("%.2f", qknorm_initial_g(std::max(L_, 2.0)))));
   }
 
   // The vocabulary's name in this run's checkpoints: a resumed run keeps the one its checkpoints
