@@ -219,4 +219,10 @@ TEST_CASE("training harness: patience ends a run whose dev value stops improving
   const auto single = distributed::single_process();
   CHECK_THROWS_WITH(training::train(guarded, line_settings(8), o, *single),
                     Contains("step 3 (epoch 1, batch 2 of the epoch order, 4 points from point 8): the loss is not finite"));
+  // A best metric the task's evaluation does not give is named at the first evaluation.
+  LineTask unnamed;
+  training::LoopSettings by_bleu = line_settings(8);
+  by_bleu.best_metric = "bleu";
+  CHECK_THROWS_WITH(run_line(unnamed, by_bleu, tmp / "bleu"),
+                    Contains("the evaluation gives no number \"bleu\" (the best metric) among {\"loss\":"));
 }
