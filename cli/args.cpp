@@ -152,6 +152,16 @@ CLI::Option* Args::choice(const std::string& name, const std::string& help, std:
   return o;
 }
 
+CLI::Option* Args::choice(const std::string& name, const std::string& help, const std::string& shown,
+                          std::function<void(const std::string&)> set, const std::vector<std::string>& choices) {
+  std::string list;
+  for (const auto& c : choices) list += (list.empty() ? "" : "|") + c;
+  return app_.add_option_function<std::string>("--" + name, std::move(set), help)
+      ->type_name(list)
+      ->check(one_of(choices, list))
+      ->default_str(shown);
+}
+
 CLI::Option* Args::custom(const std::string& name, const std::string& help, const std::string& type_name,
                           std::function<std::string(const std::string&)> take) {
   const std::string flag = "--" + name;

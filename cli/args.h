@@ -68,6 +68,9 @@ class Args {
   // One of `choices` (written a|b|c), its default shown unless it is "".
   CLI::Option* choice(const std::string& name, const std::string& help, std::string* target,
                       const std::vector<std::string>& choices);
+  // One of `choices` that sets what `set` sets (e.g. an enum); `shown` is the default --help shows.
+  CLI::Option* choice(const std::string& name, const std::string& help, const std::string& shown,
+                      std::function<void(const std::string&)> set, const std::vector<std::string>& choices);
   // A value that `take` reads: it returns "" when it took the value, else what is wrong with it
   // ("--NAME: WHAT (see --help)"). No default is shown.
   CLI::Option* custom(const std::string& name, const std::string& help, const std::string& type_name,

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
+#include "io/setting_json.h"
 #include "io/text.h"
 
 namespace qkgrad {
@@ -27,9 +28,6 @@ namespace {
 
 constexpr const char* kFormat = "qkgrad-checkpoint";
 constexpr int64_t kVersion = 1;
-
-std::string norm_name(NormType n) { return n == NormType::layer_norm ? "layer_norm" : "scale_norm"; }
-std::string mode_name(AttentionMode m) { return attention_mode_name(m); }
 
 std::string new_checkpoint_id() {
   std::random_device rd;
@@ -213,31 +211,28 @@ double TrainerState::get_double(const std::string& key) const {
 
 // ---- config <-> JSON ----
 
+// The hyperparameters under their keys in the table (nn/transformer.h), then what the program
+// derived. A key absent from an older checkpoint keeps its default: a new hyperparameter's
+// default is the model as it was before it existed.
 Json config_to_json(const TransformerConfig& c) {
-  return {
-      {"vocab", c.vocab},
-      {"d_model", c.d_model},
-      {"heads", c.heads},
-      {"ffn", c.ffn},
+  Json j = {{"vocab", c.vocab}};
+  TransformerHyperparameters::for_each(c, [&](const SettingInfo& info, const auto& value) {
+    j[info.key] = setting_to_json(value, info);
+  });
+  j.update({
       {"encoder_layers", c.encoder_layers},
       {"decoder_layers", c.decoder_layers},
-      {"norm", norm_name(c.norm)},
-      {"attention", mode_name(c.attention)},
       {"per_head_g", c.per_head_g},
       {"qknorm_length", c.qknorm_length},
       {"fixnorm", c.fixnorm},
-      {"dropout", c.dropout},
-      {"attention_dropout", c.attention_dropout},
-      {"ffn_dropout", c.ffn_dropout},
-      {"word_dropout", c.word_dropout},
       {"pad_id", c.pad_id},
       {"bos_id", c.bos_id},
       {"eos_id", c.eos_id},
       {"unk_id", c.unk_id},
       {"seed", static_cast<int64_t>(c.seed)},
-      {"dtype", dtype_name(c.dtype)},
       {"vocabulary_id", c.vocabulary_id},
-  };
+  });
+  return j;
 }
 
 TransformerConfig config_from_json(const Json& json, const std::string& source) {
@@ -246,33 +241,19 @@ TransformerConfig config_from_json(const Json& json, const std::string& source) 
   try {
     const JsonFields j(json, "", "model");
     c.vocab = j.integer("vocab");
-    c.d_model = j.integer("d_model");
-    c.heads = j.integer("heads");
-    c.ffn = j.integer("ffn");
+    TransformerHyperparameters::for_each(c, [&](const SettingInfo& info, auto& value) {
+      if (j.has(info.key)) setting_from_json(j, info, value);
+    });
     c.encoder_layers = j.integer("encoder_layers");
     c.decoder_layers = j.integer("decoder_layers");
-    const std::string norm = j.string("norm"), mode = j.string("attention");
-    QKGRAD_CHECK(norm == "layer_norm" || norm == "scale_norm", "\"norm\" must be \"layer_norm\" or \"scale_norm\", got \"", norm, "\"");
-    const std::vector<std::string> modes = attention_mode_names();
-    QKGRAD_CHECK(std::find(modes.begin(), modes.end(), mode) != modes.end(), "\"attention\" must be one of ",
-                 attention_mode_choices(), ", got \"", mode, "\"");
-    c.norm = norm == "layer_norm" ? NormType::layer_norm : NormType::scale_norm;
-    c.attention = attention_mode_from_name(mode);
     c.per_head_g = j.boolean("per_head_g");
     c.qknorm_length = j.number("qknorm_length");
     c.fixnorm = j.boolean("fixnorm");
-    c.dropout = j.number("dropout");
-    c.attention_dropout = j.number("attention_dropout");
-    c.ffn_dropout = j.number("ffn_dropout");
-    c.word_dropout = j.number("word_dropout");
     c.pad_id = j.integer("pad_id");
     c.bos_id = j.integer("bos_id");
     c.eos_id = j.integer("eos_id");
     c.unk_id = j.integer("unk_id");
     c.seed = static_cast<uint64_t>(j.integer("seed"));
-    const std::string dtype = j.string("dtype");
-    QKGRAD_CHECK(dtype == "f32" || dtype == "f64", "\"dtype\" must be \"f32\" or \"f64\", got \"", dtype, "\"");
-    c.dtype = dtype == "f32" ? DType::f32 : DType::f64;
     if (j.has("vocabulary_id")) c.vocabulary_id = j.string("vocabulary_id");  // absent before it existed
     // Bounds far above any model this library trains, so that an edited or corrupted file is
     // refused with its field named instead of asking for terabytes.
@@ -359,8 +340,8 @@ TransformerConfig load_checkpoint_config(const std::string& dir) {
   // The weights must fit in model.safetensors: checked before a model of this size is built.
   std::error_code ec;
   const auto bytes = fs::file_size(file_in(dir, "model.safetensors"), ec);
-  const double needed = static_cast<double>(c.parameter_count()) * static_cast<double>(dtype_size(c.dtype));
-  QKGRAD_CHECK(ec || static_cast<double>(bytes) >= needed, path, ": describes a model of ", c.parameter_count(),
+  const double needed = static_cast<double>(c.minimum_parameter_count()) * static_cast<double>(dtype_size(c.dtype));
+  QKGRAD_CHECK(ec || static_cast<double>(bytes) >= needed, path, ": describes a model of at least ", c.minimum_parameter_count(),
                " parameters (", needed, " bytes of ", dtype_name(c.dtype), "), but ", file_in(dir, "model.safetensors"),
                " has only ", bytes, " bytes: that file is truncated, or config.json does not belong to it (was it edited?)");
   return c;
@@ -393,26 +374,21 @@ SameSave read_same_save(const std::string& dir, const char* file, Json config) {
 // A vocabulary_id unknown on either side is no difference (checkpoints before it existed).
 std::vector<std::string> config_differences(const TransformerConfig& saved, const TransformerConfig& mine) {
   std::vector<std::string> out;
-  auto number = [&](const char* field, int64_t a, int64_t b) {
-    if (a != b) out.push_back(cat(field, " ", a, " vs ", b));
+  const Json a = config_to_json(saved), b = config_to_json(mine);
+  auto compare = [&](const std::string& key) {
+    auto shown = [](const Json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
+    if (a.at(key) != b.at(key)) out.push_back(cat(key, " ", shown(a.at(key)), " vs ", shown(b.at(key))));
   };
-  auto text = [&](const char* field, const std::string& a, const std::string& b) {
-    if (a != b) out.push_back(cat(field, " ", a, " vs ", b));
-  };
-  number("vocab", saved.vocab, mine.vocab);
+  compare("vocab");
   if (!saved.vocabulary_id.empty() && !mine.vocabulary_id.empty() && saved.vocabulary_id != mine.vocabulary_id) {
     out.push_back(cat("subword vocabulary ", saved.vocabulary_id, " vs ", mine.vocabulary_id,
                       " (the same size does not make the same pieces)"));
   }
-  number("d_model", saved.d_model, mine.d_model);
-  number("heads", saved.heads, mine.heads);
-  number("ffn", saved.ffn, mine.ffn);
-  number("encoder_layers", saved.encoder_layers, mine.encoder_layers);
-  number("decoder_layers", saved.decoder_layers, mine.decoder_layers);
-  text("attention", std::string(mode_name(saved.attention)), std::string(mode_name(mine.attention)));
-  text("norm", std::string(norm_name(saved.norm)), std::string(norm_name(mine.norm)));
-  text("per_head_g", saved.per_head_g ? "true" : "false", mine.per_head_g ? "true" : "false");
-  text("fixnorm", saved.fixnorm ? "true" : "false", mine.fixnorm ? "true" : "false");
+  // The architecture: the hyperparameters a resumed run keeps, but the dtype (converted on loading).
+  TransformerHyperparameters::for_each(saved, [&](const SettingInfo& info, const auto&) {
+    if (info.resume == Resume::fixed && std::string(info.key) != "dtype") compare(info.key);
+  });
+  for (const char* key : {"encoder_layers", "decoder_layers", "per_head_g", "fixnorm"}) compare(key);
   return out;
 }
 

@@ -199,11 +199,11 @@ std::optional<int64_t> json_exact_int(const Json& value) {
 
 JsonFields::JsonFields(const Json& object, std::string source, std::string path)
     : object_(object), source_(std::move(source)), path_(std::move(path)) {
-  QKGRAD_CHECK(object_.is_object(), prefix(), path_.empty() ? std::string("the file") : cat("'", path_, "'"),
+  QKGRAD_CHECK(object_.is_object(), source_prefix(), path_.empty() ? std::string("the file") : cat("'", path_, "'"),
                " must be a JSON object, got ", describe(object_));
 }
 
-std::string JsonFields::prefix() const { return source_.empty() ? "" : cat(source_, ": "); }
+std::string JsonFields::source_prefix() const { return source_.empty() ? "" : cat(source_, ": "); }
 
 std::string JsonFields::path_of(std::string_view key) const { return child_path(path_, std::string(key)); }
 
@@ -211,12 +211,12 @@ bool JsonFields::has(std::string_view key) const { return object_.contains(std::
 
 const Json& JsonFields::at(std::string_view key) const {
   const auto it = object_.find(std::string(key));
-  if (it == object_.end()) fail(cat(prefix(), "missing key '", path_of(key), "'; add it to the file"));
+  if (it == object_.end()) fail(cat(source_prefix(), "missing key '", path_of(key), "'; add it to the file"));
   return *it;
 }
 
 void JsonFields::fail_kind(std::string_view key, std::string_view expected) const {
-  fail(cat(prefix(), "'", path_of(key), "' must be ", expected, ", got ", describe(at(key))));
+  fail(cat(source_prefix(), "'", path_of(key), "' must be ", expected, ", got ", describe(at(key))));
 }
 
 int64_t JsonFields::integer(std::string_view key) const {

@@ -65,10 +65,10 @@ class JsonFields {
 
   const Json& json() const { return object_; }
   std::string path_of(std::string_view key) const;  // "model.heads"
+  std::string source_prefix() const;                // "options.json: ", or "" without a source
 
  private:
   [[noreturn]] void fail_kind(std::string_view key, std::string_view expected) const;
-  std::string prefix() const;  // "options.json: ", or "" without a source
 
   const Json& object_;
   std::string source_;

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "nn/module.h"
 
@@ -59,6 +61,7 @@ class ScaleNorm : public NormLayer {
 };
 
 enum class NormType { layer_norm, scale_norm };
+inline std::vector<std::string> norm_names() { return {"layer_norm", "scale_norm"}; }  // in the enum's order
 std::unique_ptr<NormLayer> make_norm(NormType type, int64_t dim, const InitContext& init);
 
 // y = W₂ dropout(relu(W₁ x + b₁)) + b₂      [B, T, D] -> [B, T, F] -> [B, T, D]

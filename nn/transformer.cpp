@@ -28,20 +28,11 @@ void TransformerConfig::validate() const {
   QKGRAD_CHECK(is_floating(dtype), "TransformerConfig: dtype must be f32 or f64");
 }
 
-int64_t TransformerConfig::parameter_count() const {
+int64_t TransformerConfig::minimum_parameter_count() const {
   const int64_t D = d_model, F = ffn;
-  // QKNorm's g (1 or H values); the query and key norms' gains (and layer_qknorm's biases), d or H·d values each.
-  const int64_t norm_values = per_head_g ? D : D / heads;
-  const int64_t mode_parameters = attention == AttentionMode::qknorm       ? (per_head_g ? heads : 1)
-                                  : attention == AttentionMode::rms_qknorm   ? 2 * norm_values
-                                  : attention == AttentionMode::layer_qknorm ? 4 * norm_values
-                                                                             : 0;
-  const int64_t attention_block = 4 * (D * D + D) + mode_parameters;
-  const int64_t norm_layer = norm == NormType::layer_norm ? 2 * D : 1;  // gamma and beta, or ScaleNorm's g
-  const int64_t ffn_block = D * F + F + F * D + D;
-  const int64_t encoder_layer = 2 * norm_layer + attention_block + ffn_block;
-  const int64_t decoder_layer = 3 * norm_layer + 2 * attention_block + ffn_block;
-  return vocab * D + encoder_layers * encoder_layer + decoder_layers * decoder_layer + 2 * norm_layer;
+  const int64_t attention = 4 * D * D;  // W_q, W_k, W_v, W_o
+  const int64_t feed_forward = 2 * D * F;
+  return vocab * D + encoder_layers * (attention + feed_forward) + decoder_layers * (2 * attention + feed_forward);
 }
 
 namespace {

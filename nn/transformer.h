@@ -15,8 +15,10 @@
 #include <memory>
 #include <vector>
 
+#include "core/setting.h"
 #include "nn/layers.h"
 #include "nn/multihead_attention.h"
+#include "ops/attention.h"
 
 namespace qkgrad {
 
@@ -27,33 +29,60 @@ struct SpecialIds {
   int64_t pad = 0, bos = 1, eos = 2, unk = 3;
 };
 
-struct TransformerConfig {
+// The model's hyperparameters, each written once (core/setting.h):
+//   X(type, name, default, resume rule, what it allows, help)
+// From this table come TransformerConfig's members, their keys in a checkpoint's config.json
+// (io/checkpoint.cpp), and qkgrad-translate train's flags, --help, options.json and config
+// files (translation/settings.h). A new hyperparameter is a line here, its use in the model
+// and a test (README, "Adding a model hyperparameter").
+#define QKGRAD_TRANSFORMER_HYPERPARAMETERS(X)                                                                         \
+  X(int64_t, d_model, 512, Resume::fixed, range(2, 16384), "model width")                                              \
+  X(int64_t, heads, 8, Resume::fixed, range(1, 256), "attention heads")                                                \
+  X(int64_t, ffn, 2048, Resume::fixed, range(1, 65536), "feed-forward width")                                          \
+  X(NormType, norm, NormType::layer_norm, Resume::fixed, one_of(norm_names()), "normalisation")                       \
+  X(AttentionMode, attention, AttentionMode::qknorm, Resume::fixed, one_of(attention_mode_names()),                   \
+    "attention: qknorm (the paper), scaled_dot, rms_qknorm (RMSNorm of each head's q and k, learned gains: OLMo 2, "  \
+    "Qwen 3) or layer_qknorm (LayerNorm per head: ViT-22B)")                                                           \
+  X(DType, dtype, DType::f32, Resume::fixed, one_of({"f32", "f64"}),                                                   \
+    "float type of the model: f32, or f64 (several times slower; for exact cross-checks)")                             \
+  X(double, dropout, 0.1, Resume::may_change, range(0, 0.99), "dropout on the residual branches and the embeddings")  \
+  X(double, attention_dropout, 0.1, Resume::may_change, range(0, 0.99), "dropout on the attention probabilities")     \
+  X(double, ffn_dropout, 0.1, Resume::may_change, range(0, 0.99), "dropout on the feed-forward layer's ReLU output")         \
+  X(double, word_dropout, 0.1, Resume::may_change, range(0, 0.99),                                                     \
+    "word dropout: the share of input tokens replaced by unk (training only)")
+
+struct TransformerHyperparameters {
+  QKGRAD_TRANSFORMER_HYPERPARAMETERS(QKGRAD_SETTING_MEMBER)
+
+  // visit(const SettingInfo&, member&) for each hyperparameter, in the table's order.
+  template <typename Self, typename Visit>
+  static void for_each(Self& self, Visit&& visit) {
+    QKGRAD_TRANSFORMER_HYPERPARAMETERS(QKGRAD_SETTING_VISIT)
+  }
+};
+
+// The hyperparameters and what a program derives for them: the vocabulary (from its subwords),
+// the depths, QKNorm's L (from its data), the special ids and the seed.
+struct TransformerConfig : TransformerHyperparameters {
   int64_t vocab = 8000;
-  int64_t d_model = 512;
-  int64_t heads = 8;
-  int64_t ffn = 2048;
   int64_t encoder_layers = 6;
   int64_t decoder_layers = 6;
-  NormType norm = NormType::layer_norm;
-  AttentionMode attention = AttentionMode::qknorm;
-  bool per_head_g = false;
+  bool per_head_g = false;    // QKNorm's g per head ([H]), or the q/k norms' gains per head ([H, d])
   double qknorm_length = 72;  // L, the 97.5th percentile of training lengths: g₀ = log2(L² − L)
-  bool fixnorm = true;
-  double dropout = 0.1;            // residual branches and embeddings
-  double attention_dropout = 0.1;  // attention probabilities
-  double ffn_dropout = 0.1;        // the feed-forward hidden layer
-  double word_dropout = 0.1;       // token ids replaced by unk_id (training only)
+  bool fixnorm = true;        // unit-length tied embeddings (the paper's)
   int64_t pad_id = SpecialIds{}.pad, bos_id = SpecialIds{}.bos, eos_id = SpecialIds{}.eos, unk_id = SpecialIds{}.unk;
   uint64_t seed = 1;               // initialisation, and the dropout stream
-  DType dtype = DType::f32;
   // Which subword vocabulary the embedding rows stand for (a program's fingerprint of it, e.g.
   // "fnv1a64:..." of the SentencePiece model); "" when unknown. Loading a checkpoint into a
   // model whose vocabulary_id differs is refused: the same size does not make the same pieces.
   std::string vocabulary_id;
 
   void validate() const;  // throws an Error naming the first bad field
-  // The number of parameters a model of this config has (Seq2SeqTransformer::parameter_count).
-  int64_t parameter_count() const;
+  // A lower bound of the parameter count: the weight matrices every variant of the model has
+  // (the embedding, the attention projections, the feed-forward layers). A checkpoint's loader
+  // checks the file is at least this large before building the model; the exact count is the
+  // built model's (Module::parameter_count).
+  int64_t minimum_parameter_count() const;
 };
 
 class EncoderLayer : public Module {

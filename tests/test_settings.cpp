@@ -34,14 +34,17 @@ TEST_CASE("settings: the presets are values of the one struct", "[settings]") {
 
 TEST_CASE("settings: options.json holds every setting and reads back to the same settings", "[settings]") {
   RunSettings s = preset_settings("tiny");
-  s.data_dir = "/data/ted/";
+  s.data = "/data/ted/";
   s.lr = 1.0 / 3.0;  // not a short decimal: read back exactly
   s.seed = (int64_t{1} << 62) + 1;  // beyond 2^53: an exact integer
   s.bleu_tokenize = "none";
   s.beam = 7;
   s.max_minutes = 2.5;
   const Json j = to_json(s);
-  CHECK(j.size() == 41);
+  std::size_t settings = 0;  // of the tables, the model's hyperparameters included
+  for_each_setting(s, [&](const SettingInfo&, const auto&) { ++settings; });
+  CHECK(settings >= 41);    // as many as there were when every setting was first stored
+  CHECK(j.size() == settings);
   CHECK(j.at("data") == "/data/ted");  // absolute, no trailing slash
   CHECK(j.at("bleu_tokenize") == "none");
   const RunSettings back = from_json(parse_json(dump_json(j, 2), "options.json"), "options.json");
@@ -51,7 +54,7 @@ TEST_CASE("settings: options.json holds every setting and reads back to the same
   CHECK(back.beam == 7);
 
   // Relative data directories are stored absolute.
-  s.data_dir = "corpora/../bible";
+  s.data = "corpora/../bible";
   const std::string stored = to_json(s).at("data").get<std::string>();
   CHECK(stored.front() == '/');
   CHECK_THAT(stored, Contains("/bible") && !Contains(".."));
@@ -66,7 +69,7 @@ TEST_CASE("settings: an older options.json keeps its preset's values for the key
     "max_length": 100, "seed": 3, "device": "cpu"})");
   const RunSettings s = load_run_settings(tmp / "options.json");
   CHECK(s.src == "gl");
-  CHECK(s.attention == "scaled_dot");
+  CHECK(s.attention == AttentionMode::scaled_dot);
   CHECK(s.d_model == 64);
   CHECK(s.dropout == 0.3);
   CHECK(s.max_steps == preset_settings("tiny").max_steps);  // absent: tiny's
@@ -97,8 +100,8 @@ TEST_CASE("settings: what a resume must keep, and the model derived in one place
   }
 
   RunSettings s = preset_settings("small");
-  s.attention = "scaled_dot";
-  s.norm = "scale_norm";
+  s.attention = AttentionMode::scaled_dot;
+  s.norm = NormType::scale_norm;
   s.word_dropout = 0.2;
   s.seed = 9;
   const TransformerConfig c = model_config(s, 1234, "sp:abc", 37.5);
@@ -121,7 +124,7 @@ TEST_CASE("settings: a config file reads back to the settings it was dumped from
           "[settings]") {
   TempDir tmp;
   RunSettings s = preset_settings("demo");
-  s.data_dir = "/data/with \"quotes\" and spaces";
+  s.data = "/data/with \"quotes\" and spaces";
   s.lr = 1.0 / 3.0;
   s.seed = (int64_t{1} << 62) - 1;
   s.bleu_tokenize = "none";
@@ -147,7 +150,5 @@ TEST_CASE("settings: a config file reads back to the settings it was dumped from
   CHECK(allowed_values("schedule").choices == std::vector<std::string>{"plateau", "cosine", "inverse_sqrt"});
   s.heads = 0;
   CHECK_THROWS_WITH(check_settings(s, "x.json"), Equals("x.json: 'heads' must be between 1 and 256, got 0"));
-  s.heads = 4;
-  s.norm = "rms";
-  CHECK_THROWS_WITH(check_settings(s, ""), Equals("'norm' must be one of layer_norm, scale_norm, got \"rms\""));
+  CHECK_THROWS_WITH(from_json(Json{{"norm", "rms"}}, ""), Equals("'norm' must be one of layer_norm, scale_norm, got \"rms\""));
 }

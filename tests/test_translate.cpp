@@ -630,7 +630,7 @@ TEST_CASE("end to end: train a tiny model, resume it exactly, translate with it"
   TrainOptions o;
   o.settings = preset_settings("tiny");
   RunSettings& s = o.settings;
-  s.data_dir = tmp.path;
+  s.data = tmp.path;
   s.vocab_size = 40;
   s.batch_tokens = 400;
   s.warmup = 20;
@@ -654,7 +654,7 @@ TEST_CASE("end to end: train a tiny model, resume it exactly, translate with it"
   REQUIRE(train(o) == 0);
   CHECK(load_trainer_state(tmp / "run/checkpoints/last").get_int("step") == 90);
   // Resuming with another attention mode is refused.
-  s.attention = "scaled_dot";
+  s.attention = AttentionMode::scaled_dot;
   CHECK_THROWS_WITH(train(o), Contains("attention") && Contains("resume with the same options"));
   LoadedModel m = load_trained_model(o.run_dir);
   const auto out = translate_all(*m.model, {m.subwords->encode("dos tres")}, BeamOptions{});

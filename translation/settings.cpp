@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "io/setting_json.h"
 #include "io/text.h"
 
 namespace qkgrad::translation {
@@ -84,86 +85,6 @@ RunSettings preset_settings(const std::string& name) {
 
 namespace {
 
-// Whether a resumed run must keep a setting: the data, the model and the batch order are fixed;
-// the recipe, the budgets, evaluation and the device may change.
-enum class Resume { fixed, may_change };
-
-constexpr double kSteps = 1099511627776.0;  // 2^40: the largest step count, warmup or interval
-const std::vector<std::string> kAnyText;
-
-// Every setting once, under its key in options.json, with its resume rule and what it allows
-// (a range, or the choices of a string; kAnyText: any string): to_json, from_json,
-// check_settings, fixed_on_resume and train's flags all walk this list, so a new setting is one
-// line here (and its member and flag).
-template <typename Settings, typename Visit>
-void for_each_setting(Settings& s, Visit&& visit) {
-  visit("data", s.data_dir, Resume::fixed, Allowed{0, 0, kAnyText});
-  visit("src", s.src, Resume::fixed, Allowed{0, 0, kAnyText});
-  visit("tgt", s.tgt, Resume::fixed, Allowed{0, 0, kAnyText});
-  visit("max_length", s.max_length, Resume::fixed, Allowed{1, 100000, {}});
-  visit("preset", s.preset, Resume::fixed, Allowed{0, 0, kPresets});
-  visit("attention", s.attention, Resume::fixed, Allowed{0, 0, attention_mode_names()});
-  visit("norm", s.norm, Resume::fixed, Allowed{0, 0, {"layer_norm", "scale_norm"}});
-  visit("layers", s.layers, Resume::fixed, Allowed{1, 64, {}});
-  visit("d_model", s.d_model, Resume::fixed, Allowed{2, 16384, {}});
-  visit("heads", s.heads, Resume::fixed, Allowed{1, 256, {}});
-  visit("ffn", s.ffn, Resume::fixed, Allowed{1, 65536, {}});
-  visit("vocab_size", s.vocab_size, Resume::fixed, Allowed{8, 1000000, {}});
-  visit("qknorm_gain", s.qknorm_gain, Resume::fixed, Allowed{0, 0, {"shared", "per_head"}});
-  visit("fixnorm", s.fixnorm, Resume::fixed, Allowed{0, 0, {"on", "off"}});
-  visit("dtype", s.dtype, Resume::fixed, Allowed{0, 0, {"f32", "f64"}});
-  visit("dropout", s.dropout, Resume::may_change, Allowed{0, 0.99, {}});
-  visit("attention_dropout", s.attention_dropout, Resume::may_change, Allowed{0, 0.99, {}});
-  visit("ffn_dropout", s.ffn_dropout, Resume::may_change, Allowed{0, 0.99, {}});
-  visit("word_dropout", s.word_dropout, Resume::may_change, Allowed{0, 0.99, {}});
-  visit("batch_tokens", s.batch_tokens, Resume::fixed, Allowed{16, 10000000, {}});
-  visit("accumulate", s.accumulate, Resume::may_change, Allowed{1, 1024, {}});
-  visit("lr", s.lr, Resume::may_change, Allowed{1e-9, 10, {}});
-  visit("warmup", s.warmup, Resume::may_change, Allowed{0, kSteps, {}});
-  visit("schedule", s.schedule, Resume::may_change, Allowed{0, 0, {"plateau", "cosine", "inverse_sqrt"}});
-  visit("label_smoothing", s.label_smoothing, Resume::may_change, Allowed{0, 1, {}});
-  visit("clip", s.clip, Resume::may_change, Allowed{1e-6, 1e6, {}});
-  visit("seed", s.seed, Resume::fixed, Allowed{0, 4611686018427387904.0, {}});  // 2^62
-  visit("max_steps", s.max_steps, Resume::may_change, Allowed{1, kSteps, {}});
-  visit("max_minutes", s.max_minutes, Resume::may_change, Allowed{0, 1e7, {}});
-  visit("eval_every", s.eval_every, Resume::may_change, Allowed{1, kSteps, {}});
-  visit("log_every", s.log_every, Resume::may_change, Allowed{1, kSteps, {}});
-  visit("eval_sentences", s.eval_sentences, Resume::may_change, Allowed{0, kSteps, {}});
-  visit("patience", s.patience, Resume::may_change, Allowed{1, 1000000, {}});
-  visit("beam", s.beam, Resume::may_change, Allowed{1, 64, {}});
-  visit("alpha", s.alpha, Resume::may_change, Allowed{0, 10, {}});
-  visit("bleu_tokenize", s.bleu_tokenize, Resume::may_change, Allowed{0, 0, {"13a", "none"}});
-  visit("best_metric", s.best_metric, Resume::fixed, Allowed{0, 0, {"bleu", "chrf", "loss"}});
-  visit("keep_last", s.keep_last, Resume::may_change, Allowed{0, 1000000, {}});
-  visit("save_every", s.save_every, Resume::may_change, Allowed{0, kSteps, {}});
-  visit("device", s.device, Resume::may_change, Allowed{0, 0, {"cpu", "cuda"}});
-  visit("precision", s.precision, Resume::may_change, Allowed{0, 0, {"f32", "bf16"}});
-}
-
-// Whether a value is one the setting allows; otherwise what it must be.
-std::string disallowed(const std::string& value, const Allowed& allowed) {
-  if (allowed.choices.empty() || std::find(allowed.choices.begin(), allowed.choices.end(), value) != allowed.choices.end()) {
-    return "";
-  }
-  return cat("one of ", join(allowed.choices, ", "));
-}
-std::string number_text(double x) {
-  if (x == std::floor(x) && std::fabs(x) < 1e18) return std::to_string(static_cast<int64_t>(x));
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", x);
-  return text;
-}
-template <typename Number>
-std::string disallowed(Number value, const Allowed& allowed) {
-  const double x = static_cast<double>(value);
-  if (x >= allowed.min && x <= allowed.max) return "";
-  return cat("between ", number_text(allowed.min), " and ", number_text(allowed.max));
-}
-
-void read(const JsonFields& f, const char* key, std::string& value) { value = f.string(key); }
-void read(const JsonFields& f, const char* key, int64_t& value) { value = f.integer(key); }
-void read(const JsonFields& f, const char* key, double& value) { value = f.number(key); }
-
 // DATA as an absolute path without a trailing slash.
 std::string absolute_data_dir(const std::string& dir) {
   std::error_code ec;
@@ -199,15 +120,15 @@ std::string presets_table() {
 
 Json to_json(const RunSettings& s) {
   Json j = Json::object();
-  for_each_setting(s, [&](const char* key, const auto& value, Resume, const Allowed&) { j[key] = value; });
-  j["data"] = absolute_data_dir(s.data_dir);
+  for_each_setting(s, [&](const SettingInfo& info, const auto& value) { j[info.key] = setting_to_json(value, info); });
+  j["data"] = absolute_data_dir(s.data);
   return j;
 }
 
 RunSettings from_json(const Json& json, const std::string& source, RunSettings base) {
   const JsonFields fields(json, source);
-  for_each_setting(base, [&](const char* key, auto& value, Resume, const Allowed&) {
-    if (fields.has(key)) read(fields, key, value);
+  for_each_setting(base, [&](const SettingInfo& info, auto& value) {
+    if (fields.has(info.key)) setting_from_json(fields, info, value);
   });
   check_settings(base, source);
   return base;
@@ -224,8 +145,8 @@ RunSettings load_run_settings(const std::string& options_path) {
 bool fixed_on_resume(const std::string& key) {
   bool fixed = false;
   const RunSettings any;
-  for_each_setting(any, [&](const char* name, const auto&, Resume rule, const Allowed&) {
-    fixed = fixed || (key == name && rule == Resume::fixed);
+  for_each_setting(any, [&](const SettingInfo& info, const auto&) {
+    fixed = fixed || (key == info.key && info.resume == Resume::fixed);
   });
   return fixed;
 }
@@ -233,18 +154,18 @@ bool fixed_on_resume(const std::string& key) {
 Allowed allowed_values(const std::string& key) {
   std::optional<Allowed> found;
   const RunSettings any;
-  for_each_setting(any, [&](const char* name, const auto&, Resume, const Allowed& allowed) {
-    if (key == name) found = allowed;
+  for_each_setting(any, [&](const SettingInfo& info, const auto&) {
+    if (key == info.key) found = info.allowed;
   });
   if (!found) throw std::invalid_argument(cat("allowed_values: no setting '", key, "'"));
   return *found;
 }
 
 void check_settings(const RunSettings& s, const std::string& source) {
-  for_each_setting(s, [&](const char* key, const auto& value, Resume, const Allowed& allowed) {
-    const std::string must = disallowed(value, allowed);
-    QKGRAD_CHECK(must.empty(), source.empty() ? "" : source + ": ", "'", key, "' must be ", must, ", got ",
-                 Json(value).dump());
+  for_each_setting(s, [&](const SettingInfo& info, const auto& value) {
+    const std::string must = disallowed(value, info.allowed);
+    QKGRAD_CHECK(must.empty(), source.empty() ? "" : source + ": ", "'", info.key, "' must be ", must, ", got ",
+                 setting_to_json(value, info).dump());
   });
   QKGRAD_CHECK(!s.src.empty() && !s.tgt.empty() && s.src != s.tgt, source.empty() ? "" : source + ": ",
                "'src' and 'tgt' must be two different language suffixes, got '", s.src, "' and '", s.tgt, "'");
@@ -266,7 +187,11 @@ int64_t line_of_key(const std::string& text, const std::string& key) {
   return 0;
 }
 
-// A TOML value (as CLI11 gives it: a string without its quotes) as the JSON of a setting's kind.
+// A TOML value (as CLI11 gives it: a string without its quotes) as the JSON of a setting's kind
+// (an enum's name is checked by from_json).
+template <typename Enum>
+  requires std::is_enum_v<Enum>
+Json typed_value(const std::string& value, const Enum&) { return value; }
 Json typed_value(const std::string& value, const std::string&) { return value; }
 Json typed_value(const std::string& value, const int64_t&) {
   int64_t x = 0;
@@ -298,7 +223,8 @@ Json read_toml_config(const std::string& path, const std::string& text) {
     QKGRAD_CHECK(item.parents.empty(), where, ": '", item.name, "' is in the section [", CLI::detail::join(item.parents, "."),
                  "]; the settings are top-level keys (no sections)");
     bool known = false;
-    for_each_setting(types, [&](const char* key, const auto& kind, Resume, const Allowed&) {
+    for_each_setting(types, [&](const SettingInfo& info, const auto& kind) {
+      const std::string key = info.key;
       if (item.name != key) return;
       known = true;
       QKGRAD_CHECK(item.inputs.size() == 1, where, ": '", key, "' must be one value, not a list");
@@ -325,10 +251,10 @@ Json read_config_file(const std::string& path) {
   const RunSettings types;
   for (const auto& item : json.items()) {
     bool known = false;
-    for_each_setting(types, [&](const char* key, const auto&, Resume, const Allowed&) { known = known || item.key() == key; });
+    for_each_setting(types, [&](const SettingInfo& info, const auto&) { known = known || item.key() == info.key; });
     QKGRAD_CHECK(known, path, ": unknown setting '", item.key(), "' (the keys are those of options.json)");
   }
-  from_json(json, path);  // the kinds, checked here with errors naming the key
+  from_json(json, path, types);  // the kinds, checked here with errors naming the key
   return json;
 }
 
@@ -348,22 +274,13 @@ std::string to_config_text(const RunSettings& s, const std::map<std::string, std
 
 TransformerConfig model_config(const RunSettings& s, int64_t vocab, const std::string& vocabulary_id, double L) {
   TransformerConfig c;
+  static_cast<TransformerHyperparameters&>(c) = s;  // every hyperparameter of the table
   c.vocab = vocab;
   c.vocabulary_id = vocabulary_id;
-  c.d_model = s.d_model;
-  c.heads = s.heads;
-  c.ffn = s.ffn;
   c.encoder_layers = c.decoder_layers = s.layers;
-  c.attention = attention_mode_from_name(s.attention);
-  c.norm = s.norm == "layer_norm" ? NormType::layer_norm : NormType::scale_norm;
   c.qknorm_length = std::max(L, 2.0);
   c.per_head_g = s.qknorm_gain == "per_head";
   c.fixnorm = s.fixnorm == "on";
-  c.dtype = s.dtype == "f64" ? DType::f64 : DType::f32;
-  c.dropout = s.dropout;
-  c.attention_dropout = s.attention_dropout;
-  c.ffn_dropout = s.ffn_dropout;
-  c.word_dropout = s.word_dropout;
   c.seed = static_cast<uint64_t>(s.seed);
   return c;
 }

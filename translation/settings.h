@@ -1,8 +1,9 @@
-// The settings of a training run, in one struct: its data, its model's size, its recipe, its
-// budgets and how it is evaluated. The presets are values of this struct; the command line of
-// `qkgrad-translate train` sets its fields; RUNDIR/options.json is its JSON (to_json, from_json:
-// one mapping, written by a new run and read back by --resume, eval and translate); the model's
-// TransformerConfig is derived from it in one place (model_config).
+// The settings of a training run, in one struct: its data, its model's hyperparameters, its
+// recipe, its budgets and how it is evaluated, each setting written once in a table. The
+// presets are values of this struct; the command line of `qkgrad-translate train` sets its
+// fields (a flag a setting, made from the tables); RUNDIR/options.json is its JSON (to_json,
+// from_json: one mapping, written by a new run and read back by --resume, eval and translate);
+// the model's TransformerConfig is derived from it in one place (model_config).
 #pragma once
 
 #include <cstdint>
@@ -10,60 +11,93 @@
 #include <string>
 #include <vector>
 
+#include "core/setting.h"
 #include "io/json.h"
 #include "nn/transformer.h"
 
 namespace qkgrad::translation {
 
-struct RunSettings {
-  // ---- the data ----
-  std::string data_dir;                // DATA: train/dev/test.{SRC,TGT}
-  std::string src = "es", tgt = "en";  // language suffixes
-  int64_t max_length = 250;            // training pairs longer than this many subwords are dropped
+inline constexpr double kMaxSteps = 1099511627776.0;  // 2^40: the largest step count, warmup or interval
 
-  // ---- the model ----
-  std::string preset = "small";        // the preset these settings started from (tiny, demo, small, paper)
-  std::string attention = "qknorm";    // or scaled_dot
-  std::string norm = "layer_norm";     // or scale_norm
-  int64_t layers = 3, d_model = 256, heads = 4, ffn = 1024;  // layers: of the encoder and of the decoder
-  int64_t vocab_size = 8000;           // joint SentencePiece pieces
-  std::string qknorm_gain = "shared";  // QKNorm's g: one per attention module (the paper), or per_head
-  std::string fixnorm = "on";          // FixNorm: unit-length tied embeddings (on, the paper's), or off
-  std::string dtype = "f32";           // the parameters' and activations' type: f32, or f64 (slow; for checks)
+// The settings of a run beyond the model's hyperparameters (nn/transformer.h), each written once
+// (core/setting.h): X(type, name, default, resume rule, what it allows, help). Its key in
+// options.json and config files is its name; its flag is --name with - for _. In two parts
+// around the model's table: the data and the model, then the recipe, budgets and evaluation.
+#define QKGRAD_TRANSLATION_DATA_AND_MODEL_SETTINGS(X)                                                                  \
+  X(std::string, data, "", Resume::fixed, any_text(), "directory with train/dev/test.{SRC,TGT} (required for a new run)") \
+  X(std::string, src, "es", Resume::fixed, any_text(), "source language suffix (default: inferred from DATA/train.*)")  \
+  X(std::string, tgt, "en", Resume::fixed, any_text(), "target language suffix (default: inferred from DATA/train.*)")  \
+  X(int64_t, max_length, 250, Resume::fixed, range(1, 100000), "drop training pairs longer than this many subwords")   \
+  X(std::string, preset, "small", Resume::fixed, one_of(kPresets), "model size and recipe (the defaults below are its values)") \
+  X(int64_t, layers, 3, Resume::fixed, range(1, 64), "encoder and decoder layers")                                    \
+  X(int64_t, vocab_size, 8000, Resume::fixed, range(8, 1000000), "subword vocabulary size (joint SentencePiece pieces)") \
+  X(std::string, qknorm_gain, "shared", Resume::fixed, one_of({"shared", "per_head"}),                                 \
+    "QKNorm's learned g: one per attention module (the paper) or one per head (rms_qknorm, layer_qknorm: the norms' " \
+    "gains [d] shared by the heads, or [H, d])")                                                                       \
+  X(std::string, fixnorm, "on", Resume::fixed, one_of({"on", "off"}),                                                 \
+    "FixNorm: the tied embeddings at unit length (the paper) or not")                                                  \
+  X(int64_t, seed, 1, Resume::fixed, range(0, 4611686018427387904.0 /* 2^62 */),                                     \
+    "seed for subwords, initialisation, dropout and data order")
 
-  // ---- the recipe ----
-  double dropout = 0.1, attention_dropout = 0.1, ffn_dropout = 0.1, word_dropout = 0.1;
-  int64_t batch_tokens = 4096;         // padded tokens per batch (max of the source and target sides)
-  int64_t accumulate = 1;              // each batch as this many micro-batches, gradients summed
-  double lr = 1e-3;                    // peak learning rate
-  int64_t warmup = 4000;               // linear warmup steps
-  std::string schedule = "plateau";    // plateau (the paper's), cosine (to 0 at max_steps), inverse_sqrt
-  double label_smoothing = 0.1;
-  double clip = 1.0;                   // global gradient-norm clip
-  int64_t seed = 1;                    // subwords, initialisation, dropout and data order
-
-  // ---- budgets and evaluation ----
-  int64_t max_steps = 100000;
-  double max_minutes = 0;              // training minutes, resumes included (0: no time budget)
-  int64_t eval_every = 1000;           // steps between dev evaluations
-  int64_t log_every = 50;              // steps between log lines (and metrics.jsonl's train_loss)
-  int64_t eval_sentences = 500;        // dev sentences translated for BLEU at each evaluation (0: all)
-  int64_t patience = 10;               // stop after this many evaluations without a better dev BLEU
-  int64_t beam = 4;                    // beam search for dev BLEU ...
-  double alpha = 0.6;                  // ... and its length penalty
-  std::string bleu_tokenize = "13a";   // or none (pre-tokenised data)
-  std::string best_metric = "bleu";    // what picks checkpoints/best and counts patience: bleu, chrf or loss
-  int64_t keep_last = 0;               // also keep the last K saves as checkpoints/step-N (0: none)
-  int64_t save_every = 0;              // also save checkpoints/last every this many steps (0: at evaluations only)
-
-  // ---- where and how it computes (not part of the model: may change on --resume) ----
-  std::string device = "cpu";          // or cuda
-  std::string precision = "f32";       // the linear layers' products: f32, or bf16 (mixed precision, ops/precision.h)
-};
+#define QKGRAD_TRANSLATION_RECIPE_SETTINGS(X)                                                                          \
+  X(int64_t, batch_tokens, 4096, Resume::fixed, range(16, 10000000),                                                   \
+    "padded tokens per batch (the larger of the source and target sides)")                                            \
+  X(int64_t, accumulate, 1, Resume::may_change, range(1, 1024),                                                        \
+    "run each batch as K micro-batches with their gradients summed (the same update, a K-th of the activation memory)") \
+  X(double, lr, 1e-3, Resume::may_change, range(1e-9, 10), "peak learning rate")                                       \
+  X(int64_t, warmup, 4000, Resume::may_change, range(0, kMaxSteps), "linear warmup steps")                             \
+  X(std::string, schedule, "plateau", Resume::may_change, one_of({"plateau", "cosine", "inverse_sqrt"}),              \
+    "learning-rate schedule after warmup: plateau = flat, x0.8 when the dev --best-metric stalls 3 times (the paper: " \
+    "BLEU); cosine = decay to 0 at --max-steps")                                                                       \
+  X(double, label_smoothing, 0.1, Resume::may_change, range(0, 1), "label smoothing epsilon")                          \
+  X(double, clip, 1.0, Resume::may_change, range(1e-6, 1e6), "global gradient-norm clip")                              \
+  X(int64_t, max_steps, 100000, Resume::may_change, range(1, kMaxSteps), "step budget")                                \
+  X(double, max_minutes, 0, Resume::may_change, range(0, 1e7),                                                         \
+    "time budget: training minutes of the run, resumes included (0: none)")                                           \
+  X(int64_t, eval_every, 1000, Resume::may_change, range(1, kMaxSteps), "steps between dev evaluations")               \
+  X(int64_t, log_every, 50, Resume::may_change, range(1, kMaxSteps),                                                   \
+    "steps between log lines (timestamped; on a terminal a live bar runs between them)")                              \
+  X(int64_t, eval_sentences, 500, Resume::may_change, range(0, kMaxSteps),                                             \
+    "dev sentences translated at each evaluation (0: all)")                                                           \
+  X(int64_t, patience, 10, Resume::may_change, range(1, 1000000),                                                      \
+    "stop after this many evaluations without a better dev --best-metric")                                           \
+  X(int64_t, beam, 4, Resume::may_change, range(1, 64), "beam size for dev BLEU")                                      \
+  X(double, alpha, 0.6, Resume::may_change, range(0, 10), "length penalty for dev BLEU")                               \
+  X(std::string, bleu_tokenize, "13a", Resume::may_change, one_of({"13a", "none"}),                                    \
+    "BLEU tokenisation (none for pre-tokenised data)")                                                                 \
+  X(std::string, best_metric, "bleu", Resume::fixed, one_of({"bleu", "chrf", "loss"}),                                 \
+    "the dev value that picks checkpoints/best, counts --patience and drives the plateau schedule")                  \
+  X(int64_t, keep_last, 0, Resume::may_change, range(0, 1000000),                                                      \
+    "also keep the last K saves as RUNDIR/checkpoints/step-N (for `average`; 0: none)")                              \
+  X(int64_t, save_every, 0, Resume::may_change, range(0, kMaxSteps),                                                   \
+    "also save RUNDIR/checkpoints/last every N steps (0: at evaluations only)")                                      \
+  X(std::string, device, "cpu", Resume::may_change, one_of({"cpu", "cuda"}),                                           \
+    "where the model trains (cuda: needs a CUDA build and a GPU)")                                                     \
+  X(std::string, precision, "f32", Resume::may_change, one_of({"f32", "bf16"}),                                        \
+    "f32, or bf16: the linear layers multiply bf16 operands with f32 accumulation (mixed precision; master weights, " \
+    "gradients and Adam stay f32; needs a CPU with AVX512_BF16 or AMX)")
 
 // The presets: tiny (smoke tests), demo (the README's 15-minute run), small, paper (Henry et
-// al.'s gl→en model and recipe). preset_settings throws naming the choices for another name.
+// al.'s gl→en model and recipe).
 inline const std::vector<std::string> kPresets = {"tiny", "demo", "small", "paper"};
+
+// A run's settings: the model's hyperparameters (its base) and the run's own.
+struct RunSettings : TransformerHyperparameters {
+  QKGRAD_TRANSLATION_DATA_AND_MODEL_SETTINGS(QKGRAD_SETTING_MEMBER)
+  QKGRAD_TRANSLATION_RECIPE_SETTINGS(QKGRAD_SETTING_MEMBER)
+};
+
+// visit(const SettingInfo&, member&) for every setting of a run, the model's hyperparameters
+// included: to_json, from_json, check_settings, fixed_on_resume, config files and train's flags
+// all walk this.
+template <typename Settings, typename Visit>
+void for_each_setting(Settings& self, Visit&& visit) {
+  QKGRAD_TRANSLATION_DATA_AND_MODEL_SETTINGS(QKGRAD_SETTING_VISIT)
+  TransformerHyperparameters::for_each(self, visit);
+  QKGRAD_TRANSLATION_RECIPE_SETTINGS(QKGRAD_SETTING_VISIT)
+}
+
+// preset_settings throws naming the choices for another name.
 bool is_preset(const std::string& name);
 RunSettings preset_settings(const std::string& name);
 
@@ -93,12 +127,8 @@ Json read_config_file(const std::string& path);
 // exp.toml", "--lr", ...) adds a comment after each value it names.
 std::string to_config_text(const RunSettings& s, const std::map<std::string, std::string>& origin = {});
 
-// What a setting allows: numbers in [min, max], or strings among `choices` (empty: any).
-struct Allowed {
-  double min = 0, max = 0;
-  std::vector<std::string> choices;
-};
-Allowed allowed_values(const std::string& key);  // of a key of options.json
+// What the setting of a key of options.json allows (its table's entry).
+Allowed allowed_values(const std::string& key);
 
 // Throws naming `source` (a file, or "" for flags), the key and what it allows when a setting
 // is out of its range or not one of its choices (from_json calls it: options.json and config

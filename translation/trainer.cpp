@@ -43,7 +43,7 @@ namespace {
 void check_precision(const RunSettings& s, Device device) {
   if (s.precision != "bf16") return;
   const std::string flag = "qkgrad-translate train: --precision bf16";
-  if (s.dtype != "f32") throw UsageError(cat(flag, " mixes bf16 products into float32 training; --dtype is ", s.dtype));
+  if (s.dtype != DType::f32) throw UsageError(cat(flag, " mixes bf16 products into float32 training; --dtype is ", dtype_name(s.dtype)));
   const std::string missing = backend(device).bf16_products_missing();  // CPU: AVX512_BF16 or AMX
   if (!missing.empty()) throw UsageError(cat(flag, ": ", missing, "; use --precision f32"));
 }
@@ -235,8 +235,8 @@ class TranslationTask : public training::Task {
 
   // ---- the data: the corpus (read and checked before anything is written), the subwords ----
   void read_data(TaskContext& c) override {
-    train_text_ = read_parallel(split_file(settings_.data_dir, "train", settings_.src), split_file(settings_.data_dir, "train", settings_.tgt));
-    dev_text_ = read_parallel(split_file(settings_.data_dir, "dev", settings_.src), split_file(settings_.data_dir, "dev", settings_.tgt));
+    train_text_ = read_parallel(split_file(settings_.data, "train", settings_.src), split_file(settings_.data, "train", settings_.tgt));
+    dev_text_ = read_parallel(split_file(settings_.data, "dev", settings_.src), split_file(settings_.data, "dev", settings_.tgt));
     c.progress.message(cat("data: train ", train_text_.summary(), "; dev ", dev_text_.summary()));
     c.check_signal("reading the corpus");
   }
@@ -266,7 +266,7 @@ class TranslationTask : public training::Task {
   }
   std::string describe_model() const override {
     return cat("model: ", model_->parameter_count(), " parameters, ", config_.encoder_layers, "+", config_.decoder_layers,
-               " layers, d ", config_.d_model, ", ", config_.heads, " heads, ffn ", config_.ffn, ", ", settings_.attention,
+               " layers, d ", config_.d_model, ", ", config_.heads, " heads, ffn ", config_.ffn, ", ", attention_mode_name(settings_.attention),
                " attention, on ", device_name(model_->device()),
                settings_.precision == "bf16" ? " (mixed precision: bf16 products in the linear layers)" : "");
   }
@@ -310,7 +310,7 @@ class TranslationTask : public training::Task {
     return Json{{"g", g}};
   }
   void write_curves(const RunDir& run, const History& history) const override {
-    translation::write_curves(run, history, cat("qkgrad ", settings_.attention, " ", settings_.src, "→", settings_.tgt, " (",
+    translation::write_curves(run, history, cat("qkgrad ", attention_mode_name(settings_.attention), " ", settings_.src, "→", settings_.tgt, " (",
                                                 settings_.preset, ")"),
                               settings_.best_metric);
   }
@@ -326,8 +326,8 @@ class TranslationTask : public training::Task {
   // subwords see exactly what the model will.
   void train_subwords(TaskContext& c) {
     c.progress.message(cat("training a joint SentencePiece model (", settings_.vocab_size, " pieces) on ",
-                           split_file(settings_.data_dir, "train", settings_.src), " and ",
-                           split_file(settings_.data_dir, "train", settings_.tgt)));
+                           split_file(settings_.data, "train", settings_.src), " and ",
+                           split_file(settings_.data, "train", settings_.tgt)));
     const std::string joint = c.run.file("subword_training.txt");
     write_file_atomically(joint, [&](std::FILE* f) {
       for (const auto* side : {&train_text_.src, &train_text_.tgt}) {

@@ -19,6 +19,7 @@
 #include <type_traits>
 
 #include "cli/args.h"
+#include "cli/setting_flags.h"
 #include "core/autograd.h"
 #include "core/backend.h"
 #include "core/error.h"

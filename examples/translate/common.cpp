@@ -8,7 +8,7 @@ SplitFiles split_files_of_run(const std::string& run, std::string data, const st
   check_is_run_directory(run);
   const RunSettings options = load_run_settings(rd.options());
   if (data.empty()) {
-    data = options.data_dir;
+    data = options.data;
     if (!data.empty() && data.front() != '/') {  // runs of older versions stored the path as given
       std::fprintf(stderr,
                    "note: %s gives the data directory as the relative path '%s' (a run of an older qkgrad), read "
