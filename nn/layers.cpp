@@ -53,16 +53,20 @@ std::unique_ptr<NormLayer> make_norm(NormType type, int64_t dim, const InitConte
   return std::make_unique<ScaleNorm>(dim, 1e-5, init);
 }
 
-FeedForward::FeedForward(int64_t dim, int64_t hidden, double dropout, const InitContext& init)
+FeedForward::FeedForward(int64_t dim, int64_t hidden, double dropout, const InitContext& init, const std::string& activation)
     : fc1(dim, hidden, true, std::sqrt(2.0 / static_cast<double>(dim + hidden)), init),
       fc2(hidden, dim, true, std::sqrt(2.0 / static_cast<double>(dim + hidden)), init),
-      dropout_p(dropout) {
+      dropout_p(dropout),
+      gelu(activation == "gelu") {
+  QKGRAD_CHECK(activation == "relu" || activation == "gelu", "FeedForward: activation must be relu or gelu, got '",
+               activation, "'");
   register_module("fc1", fc1);
   register_module("fc2", fc2);
 }
 
 Tensor FeedForward::forward(const Tensor& x, Generator& gen) const {
-  return fc2.forward(qkgrad::dropout(relu(fc1.forward(x)), dropout_p, gen, training()));
+  const Tensor h = fc1.forward(x);  // [B, T, F]
+  return fc2.forward(qkgrad::dropout(gelu ? qkgrad::gelu(h) : relu(h), dropout_p, gen, training()));
 }
 
 }  // namespace qkgrad

@@ -64,15 +64,17 @@ enum class NormType { layer_norm, scale_norm };
 inline std::vector<std::string> norm_names() { return {"layer_norm", "scale_norm"}; }  // in the enum's order
 std::unique_ptr<NormLayer> make_norm(NormType type, int64_t dim, const InitContext& init);
 
-// y = W₂ dropout(relu(W₁ x + b₁)) + b₂      [B, T, D] -> [B, T, F] -> [B, T, D]
-// Weights N(0, 2/(D + F)), zero biases (the paper's initialisation).
+// y = W₂ dropout(act(W₁ x + b₁)) + b₂      [B, T, D] -> [B, T, F] -> [B, T, D]
+// act: relu (the paper's) or gelu. Weights N(0, 2/(D + F)), zero biases (the paper's
+// initialisation).
 class FeedForward : public Module {
  public:
-  FeedForward(int64_t dim, int64_t hidden, double dropout, const InitContext& init);
+  FeedForward(int64_t dim, int64_t hidden, double dropout, const InitContext& init, const std::string& activation = "relu");
   Tensor forward(const Tensor& x, Generator& gen) const;
 
   Linear fc1, fc2;
   double dropout_p;
+  bool gelu;  // else relu
 };
 
 }  // namespace qkgrad

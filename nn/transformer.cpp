@@ -54,7 +54,7 @@ EncoderLayer::EncoderLayer(const TransformerConfig& c, const InitContext& init)
     : norm1(make_norm(c.norm, c.d_model, init)),
       norm2(make_norm(c.norm, c.d_model, init)),
       self_attn(attention_config(c), init),
-      ffn(c.d_model, c.ffn, c.ffn_dropout, init),
+      ffn(c.d_model, c.ffn, c.ffn_dropout, init, c.activation),
       dropout_p(c.dropout) {
   register_module("norm1", *norm1);
   register_module("self_attn", self_attn);
@@ -74,7 +74,7 @@ DecoderLayer::DecoderLayer(const TransformerConfig& c, const InitContext& init)
       norm3(make_norm(c.norm, c.d_model, init)),
       self_attn(attention_config(c), init),
       cross_attn(attention_config(c), init),
-      ffn(c.d_model, c.ffn, c.ffn_dropout, init),
+      ffn(c.d_model, c.ffn, c.ffn_dropout, init, c.activation),
       dropout_p(c.dropout) {
   register_module("norm1", *norm1);
   register_module("self_attn", self_attn);

@@ -39,6 +39,8 @@ struct SpecialIds {
   X(int64_t, d_model, 512, Resume::fixed, range(2, 16384), "model width")                                              \
   X(int64_t, heads, 8, Resume::fixed, range(1, 256), "attention heads")                                                \
   X(int64_t, ffn, 2048, Resume::fixed, range(1, 65536), "feed-forward width")                                          \
+  X(std::string, activation, "relu", Resume::fixed, one_of({"relu", "gelu"}),                                          \
+    "the feed-forward activation: relu (the paper) or gelu (tanh form, as in BERT and GPT-2)")                        \
   X(NormType, norm, NormType::layer_norm, Resume::fixed, one_of(norm_names()), "normalisation")                       \
   X(AttentionMode, attention, AttentionMode::qknorm, Resume::fixed, one_of(attention_mode_names()),                   \
     "attention: qknorm (the paper), scaled_dot, rms_qknorm (RMSNorm of each head's q and k, learned gains: OLMo 2, "  \

@@ -217,3 +217,21 @@ TEST_CASE("TransformerConfig::minimum_parameter_count counts the built model's w
   }
 }
 
+TEST_CASE("activation gelu: the feed-forward layers compute W2 gelu(W1 x + b1) + b2", "[transformer]") {
+  TransformerConfig c = toy_config(AttentionMode::qknorm);
+  c.activation = "gelu";
+  Seq2SeqTransformer model(c);
+  Generator gen(5);
+  const Tensor x = Tensor::randn({2, 3, c.d_model}, gen);  // [B, T, D]
+  for (const FeedForward* f : {&model.encoder_layers[0]->ffn, &model.decoder_layers[1]->ffn}) {
+    NoGradGuard no_grad;
+    const std::vector<double> fused = f->forward(x, gen).to_vector();
+    const std::vector<double> composed = f->fc2.forward(gelu(f->fc1.forward(x))).to_vector();
+    REQUIRE(fused.size() == composed.size());
+    for (std::size_t i = 0; i < fused.size(); ++i) CHECK(fused[i] == composed[i]);
+    const std::vector<double> with_relu = f->fc2.forward(relu(f->fc1.forward(x))).to_vector();
+    CHECK(fused != with_relu);
+  }
+  c.activation = "swish";
+  CHECK_THROWS_WITH(Seq2SeqTransformer(c), Contains("activation must be relu or gelu, got 'swish'"));
+}

@@ -76,6 +76,7 @@ class ModelConfig:
     per_head_g: bool = False       # QKNorm: one gain per head ([H]) instead of one per module ([]);
                                    # rms_qknorm / layer_qknorm: the norms' gains and biases [H, d], not [d]
     fixnorm: bool = True           # l2-normalised embedding rows, for the inputs and the tied logits
+    activation: str = "relu"       # the feed-forward activation: "relu" or "gelu" (tanh form)
     g_init: float = 1.0            # QKNorm's initial gain (qkgrad: log2(L² − L))
     dropout: float = 0.0           # embeddings and every residual branch
     attention_dropout: float = 0.0  # the attention probabilities
@@ -90,6 +91,8 @@ class ModelConfig:
             raise ValueError(f"unknown norm {self.norm!r}")
         if self.attention not in ("qknorm", "scaled_dot", "rms_qknorm", "layer_qknorm"):
             raise ValueError(f"unknown attention {self.attention!r}")
+        if self.activation not in ("relu", "gelu"):
+            raise ValueError(f"unknown activation {self.activation!r}")
         if self.ops not in ("composed", "library"):
             raise ValueError(f"unknown ops {self.ops!r}: 'composed' or 'library'")
         if self.d_model % self.heads:
@@ -100,7 +103,9 @@ class ModelConfig:
         """The config of a checkpoint's config.json "model" object (docs/checkpoint.md), plus `how`."""
         keys = ("vocab", "d_model", "heads", "ffn", "encoder_layers", "decoder_layers", "norm", "attention",
                 "per_head_g", "fixnorm")
-        return cls(**{key: model[key] for key in keys}, **how)
+        added = {"activation": "relu"}  # keys of later hyperparameters: an older checkpoint lacks them
+        return cls(**{key: model[key] for key in keys}, **{key: model.get(key, value) for key, value in added.items()},
+                   **how)
 
 
 # ---- elementary pieces ----
@@ -250,16 +255,18 @@ class MultiHeadAttention(nn.Module):
 # ---- layers ----
 
 class FeedForward(nn.Module):
-    """fc2(dropout(relu(fc1(x)))), [B, T, D] -> [B, T, F] -> [B, T, D] (nn/layers.h: FeedForward)."""
+    """fc2(dropout(act(fc1(x)))), act relu or gelu, [B, T, D] -> [B, T, F] -> [B, T, D] (nn/layers.h: FeedForward)."""
 
     def __init__(self, cfg):
         super().__init__()
         self.p = cfg.ffn_dropout
+        self.gelu = cfg.activation == "gelu"
         self.fc1 = nn.Linear(cfg.d_model, cfg.ffn)
         self.fc2 = nn.Linear(cfg.ffn, cfg.d_model)
 
     def forward(self, x):
-        return self.fc2(dropout(torch.relu(self.fc1(x)), self.p, self.training))
+        h = self.fc1(x)
+        return self.fc2(dropout(F.gelu(h, approximate="tanh") if self.gelu else torch.relu(h), self.p, self.training))
 
 
 class EncoderLayer(nn.Module):
