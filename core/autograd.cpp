@@ -58,17 +58,17 @@ void Tape::clear() {
 // ---- BackwardContext ----
 
 Tensor BackwardContext::grad_output(int k) const {
-  const Tensor& out = node_.outputs.at(static_cast<std::size_t>(k));
+  const Tensor& out = node_.outputs.at(k);
   if (out.impl()->grad) return Tensor(out.impl()->grad);
   return Tensor::zeros(out.shape(), out.dtype(), out.device());
 }
 
-const Tensor& BackwardContext::input(int i) const { return node_.inputs.at(static_cast<std::size_t>(i)); }
+const Tensor& BackwardContext::input(int i) const { return node_.inputs.at(i); }
 
 bool BackwardContext::needs_grad(int i) const { return input(i).requires_grad(); }
 
 const Tensor& BackwardContext::saved(int j) const {
-  const SavedTensor& s = node_.saved.at(static_cast<std::size_t>(j));
+  const SavedTensor& s = node_.saved.at(j);
   if (!s.tensor.defined()) return s.tensor;  // a named slot the op left empty
   QKGRAD_CHECK(s.tensor.version() == s.version, "backward of op '", node_.op,
                "': a tensor it saved for the backward pass (", describe(s.tensor),

@@ -40,7 +40,7 @@ GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inpu
     analytic[c].assign(outputs * static_cast<std::size_t>(inputs[static_cast<std::size_t>(checked[c])].numel()), 0.0);
   }
   for (std::size_t j = 0; j < outputs; ++j) {
-    for (int i : checked) inputs[static_cast<std::size_t>(i)].impl()->grad.reset();
+    for (int i : checked) inputs[i].impl()->grad.reset();
     const Tensor out = fn(inputs);
     QKGRAD_CHECK(out.dtype() == DType::f64, "gradcheck: the function returned ", describe(out),
                  "; it must compute in float64");
@@ -51,7 +51,7 @@ GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inpu
     seed.data<double>()[j] = 1.0;
     out.backward(seed);
     for (std::size_t c = 0; c < checked.size(); ++c) {
-      const Tensor& x = inputs[static_cast<std::size_t>(checked[c])];
+      const Tensor& x = inputs[checked[c]];
       if (!x.impl()->grad) continue;  // no path from this input to output j
       const double* g = Tensor(x.impl()->grad).data<double>();
       const std::size_t n = static_cast<std::size_t>(x.numel());
@@ -61,7 +61,7 @@ GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inpu
 
   GradcheckResult result;
   for (std::size_t c = 0; c < checked.size(); ++c) {
-    const Tensor& x = inputs[static_cast<std::size_t>(checked[c])];
+    const Tensor& x = inputs[checked[c]];
     double* values = x.data<double>();
     const std::size_t n = static_cast<std::size_t>(x.numel());
     InputCheck check;

@@ -39,20 +39,20 @@ Shape::Shape(const std::vector<int64_t>& dims) {
 
 int64_t Shape::numel() const {
   int64_t n = 1;
-  for (int i = 0; i < rank_; ++i) n *= dims_[static_cast<std::size_t>(i)];
+  for (int i = 0; i < rank_; ++i) n *= dims_[i];
   return n;
 }
 
 int64_t Shape::dim(int axis) const {
-  return dims_[static_cast<std::size_t>(normalize_axis("shape", axis, rank_))];
+  return dims_[normalize_axis("shape", axis, rank_)];
 }
 
 std::array<int64_t, Shape::kMaxRank> Shape::strides() const {
   std::array<int64_t, kMaxRank> s{};
   int64_t stride = 1;
   for (int i = rank_ - 1; i >= 0; --i) {
-    s[static_cast<std::size_t>(i)] = stride;
-    stride *= dims_[static_cast<std::size_t>(i)];
+    s[i] = stride;
+    stride *= dims_[i];
   }
   return s;
 }
@@ -60,7 +60,7 @@ std::array<int64_t, Shape::kMaxRank> Shape::strides() const {
 bool Shape::operator==(const Shape& other) const {
   if (rank_ != other.rank_) return false;
   for (int i = 0; i < rank_; ++i) {
-    if (dims_[static_cast<std::size_t>(i)] != other.dims_[static_cast<std::size_t>(i)]) return false;
+    if (dims_[i] != other.dims_[i]) return false;
   }
   return true;
 }
@@ -69,7 +69,7 @@ std::string Shape::str() const {
   std::string s = "[";
   for (int i = 0; i < rank_; ++i) {
     if (i) s += ", ";
-    s += std::to_string(dims_[static_cast<std::size_t>(i)]);
+    s += std::to_string(dims_[i]);
   }
   return s + "]";
 }

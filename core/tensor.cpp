@@ -82,8 +82,8 @@ Tensor Tensor::arange(double start, double end, double step, DType dtype, Device
   QKGRAD_CHECK(count < 1e12, "arange: ", start, " to ", end, " in steps of ", step,
                " would have ", count, " elements");
   const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
-  std::vector<double> values(static_cast<std::size_t>(n));
-  for (int64_t i = 0; i < n; ++i) values[static_cast<std::size_t>(i)] = start + step * static_cast<double>(i);
+  std::vector<double> values(n);
+  for (int64_t i = 0; i < n; ++i) values[i] = start + step * static_cast<double>(i);
   return from_vector(values, Shape{n}, dtype, device);
 }
 

@@ -25,16 +25,16 @@ void print_dim(std::ostream& out, const std::vector<double>& values, const Shape
     if (n > 2 * kEdge && i == kEdge) {
       out << "...";
       i = n - kEdge - 1;
-      out << (axis + 1 == shape.rank() ? ", " : ",\n" + std::string(static_cast<std::size_t>(indent + 1), ' '));
+      out << (axis + 1 == shape.rank() ? ", " : ",\n" + std::string(indent + 1, ' '));
       continue;
     }
     if (axis + 1 == shape.rank()) {
-      out << values[static_cast<std::size_t>(offset + i)];
+      out << values[offset + i];
     } else {
       print_dim(out, values, shape, axis + 1, offset + i * stride, indent + 1);
     }
     if (i + 1 < n) {
-      out << (axis + 1 == shape.rank() ? ", " : ",\n" + std::string(static_cast<std::size_t>(indent + 1), ' '));
+      out << (axis + 1 == shape.rank() ? ", " : ",\n" + std::string(indent + 1, ' '));
     }
   }
   out << ']';

@@ -253,9 +253,9 @@ class MpiWorld final : public Communicator {
     std::vector<double> all(values.size() * static_cast<std::size_t>(size_));
     check_mpi(MPI_Allgather(values.data(), n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, MPI_COMM_WORLD), "MPI_Allgather");
     for (int i = 0; i < n; ++i) {
-      double s = all[static_cast<std::size_t>(i)];
-      for (int r = 1; r < size_; ++r) s += all[static_cast<std::size_t>(r * n + i)];
-      values[static_cast<std::size_t>(i)] = s;
+      double s = all[i];
+      for (int r = 1; r < size_; ++r) s += all[r * n + i];
+      values[i] = s;
     }
   }
 

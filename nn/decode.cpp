@@ -12,9 +12,9 @@ std::vector<std::vector<int64_t>> greedy_decode(Seq2SeqTransformer& model, const
   const TransformerConfig& c = model.config();
   const int64_t batch = src.size(0);
   auto state = model.start_decoding(model.encode(src, src_lengths), src_lengths, max_len);
-  std::vector<std::vector<int64_t>> out(static_cast<std::size_t>(batch));
-  std::vector<bool> done(static_cast<std::size_t>(batch), false);
-  std::vector<int64_t> previous(static_cast<std::size_t>(batch), c.bos_id);
+  std::vector<std::vector<int64_t>> out(batch);
+  std::vector<bool> done(batch, false);
+  std::vector<int64_t> previous(batch, c.bos_id);
   for (int64_t step = 0; step < max_len; ++step) {
     // The previous tokens go to the model's device; the logits come back to the host.
     const Tensor tokens = Tensor::from_ids(previous, {batch}, model.device());
@@ -24,14 +24,14 @@ std::vector<std::vector<int64_t>> greedy_decode(Seq2SeqTransformer& model, const
       const double* row = logits.data() + b * c.vocab;
       int64_t best = 0;
       for (int64_t v = 1; v < c.vocab; ++v) best = row[v] > row[best] ? v : best;
-      previous[static_cast<std::size_t>(b)] = best;
-      if (done[static_cast<std::size_t>(b)]) continue;
+      previous[b] = best;
+      if (done[b]) continue;
       if (best == c.eos_id) {
-        done[static_cast<std::size_t>(b)] = true;
+        done[b] = true;
       } else {
-        out[static_cast<std::size_t>(b)].push_back(best);
+        out[b].push_back(best);
       }
-      all_done = all_done && done[static_cast<std::size_t>(b)];
+      all_done = all_done && done[b];
     }
     if (all_done) break;
   }

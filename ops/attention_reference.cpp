@@ -41,12 +41,12 @@ AttentionOutput attention_reference(const Tensor& q, const Tensor& k_all, const 
     S = matmul(qh, kh, false, true) * (1.0 / std::sqrt(static_cast<double>(d)));
   }
   // The mask: 1 where key j is padding or (causal) in the future of query i.
-  std::vector<double> mask(static_cast<std::size_t>(B * Tq * Tk), 0.0);
+  std::vector<double> mask(B * Tq * Tk, 0.0);
   for (int64_t b = 0; b < B; ++b) {
-    const int64_t length = o.key_lengths.empty() ? Tk : o.key_lengths[static_cast<std::size_t>(b)];
+    const int64_t length = o.key_lengths.empty() ? Tk : o.key_lengths[b];
     for (int64_t i = 0; i < Tq; ++i)
       for (int64_t j = 0; j < Tk; ++j)
-        mask[static_cast<std::size_t>((b * Tq + i) * Tk + j)] = (j >= length || (o.causal && j > i + o.query_offset)) ? 1 : 0;
+        mask[(b * Tq + i) * Tk + j] = (j >= length || (o.causal && j > i + o.query_offset)) ? 1 : 0;
   }
   S = masked_fill(S, Tensor::from_vector(mask, {B, 1, Tq, Tk}, q.dtype(), q.device()), -INFINITY);
   const Tensor P = softmax(S);

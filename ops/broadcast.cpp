@@ -10,14 +10,14 @@ namespace qkgrad {
 
 Shape broadcast_shapes(std::string_view op, const Shape& a, const Shape& b) {
   const int rank = std::max(a.rank(), b.rank());
-  std::vector<int64_t> dims(static_cast<std::size_t>(rank));
+  std::vector<int64_t> dims(rank);
   for (int i = 1; i <= rank; ++i) {  // align from the right
     const int64_t da = i <= a.rank() ? a[a.rank() - i] : 1;
     const int64_t db = i <= b.rank() ? b[b.rank() - i] : 1;
     QKGRAD_CHECK(da == db || da == 1 || db == 1, op, ": shapes ", a, " and ", b,
                  " cannot be broadcast together: dimension ", -i, " is ", da, " vs ", db,
                  " (sizes must be equal, or one of them 1)");
-    dims[static_cast<std::size_t>(rank - i)] = da == 1 ? db : da;
+    dims[rank - i] = da == 1 ? db : da;
   }
   return Shape(dims);
 }
@@ -38,7 +38,7 @@ Tensor sum_to_shape(const Tensor& grad, const Shape& shape) {
     for (int i = 0; i < axis; ++i) outer *= cs[i];
     for (int i = axis + 1; i < cs.rank(); ++i) inner *= cs[i];
     std::vector<int64_t> kept = cs.to_vector();
-    kept[static_cast<std::size_t>(axis)] = 1;
+    kept[axis] = 1;
     Tensor reduced = Tensor::empty(Shape(kept), grad.dtype(), grad.device());
     backend(grad.device()).sum_axis(current, outer, cs[axis], inner, reduced);
     current = reduced;

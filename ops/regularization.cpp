@@ -55,11 +55,11 @@ Tensor sinusoidal_positions(int64_t length, int64_t dim, DType dtype, Device dev
   QKGRAD_CHECK(length >= 0 && dim > 0, "sinusoidal_positions: need length >= 0 and dim > 0, got ",
                length, " and ", dim);
   QKGRAD_CHECK(is_floating(dtype), "sinusoidal_positions: dtype must be f32 or f64");
-  std::vector<double> table(static_cast<std::size_t>(length * dim));
+  std::vector<double> table(length * dim);
   for (int64_t t = 0; t < length; ++t) {
     for (int64_t j = 0; j < dim; ++j) {
       const double rate = std::pow(10000.0, -static_cast<double>(j - j % 2) / static_cast<double>(dim));
-      table[static_cast<std::size_t>(t * dim + j)] = j % 2 == 0 ? std::sin(t * rate) : std::cos(t * rate);
+      table[t * dim + j] = j % 2 == 0 ? std::sin(t * rate) : std::cos(t * rate);
     }
   }
   return Tensor::from_vector(table, {length, dim}, dtype, device);

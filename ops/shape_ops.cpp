@@ -16,7 +16,7 @@ namespace {
 
 Shape with_dim(const Shape& s, int axis, int64_t size) {
   std::vector<int64_t> dims = s.to_vector();
-  dims[static_cast<std::size_t>(axis)] = size;
+  dims[axis] = size;
   return Shape(dims);
 }
 
@@ -46,8 +46,8 @@ Tensor permute(const Tensor& x, const std::vector<int>& dims) {
   std::vector<int64_t> out_dims(dims.size());
   for (std::size_t i = 0; i < dims.size(); ++i) {
     const int a = normalize_axis("permute", dims[i], rank);
-    QKGRAD_CHECK(!seen[static_cast<std::size_t>(a)], "permute: axis ", dims[i], " appears twice in the permutation");
-    seen[static_cast<std::size_t>(a)] = true;
+    QKGRAD_CHECK(!seen[a], "permute: axis ", dims[i], " appears twice in the permutation");
+    seen[a] = true;
     perm[i] = a;
     out_dims[i] = x.shape()[a];
   }
@@ -56,7 +56,7 @@ Tensor permute(const Tensor& x, const std::vector<int>& dims) {
   if (should_record(x)) {
     record("permute", {x}, {y}, {}, [perm](BackwardContext& ctx) {
       std::vector<int> inverse(perm.size());
-      for (std::size_t i = 0; i < perm.size(); ++i) inverse[static_cast<std::size_t>(perm[i])] = static_cast<int>(i);
+      for (std::size_t i = 0; i < perm.size(); ++i) inverse[perm[i]] = static_cast<int>(i);
       ctx.accumulate(0, permute(ctx.grad_output(), inverse));
     });
   }
@@ -66,10 +66,9 @@ Tensor permute(const Tensor& x, const std::vector<int>& dims) {
 // y = x with axes a and b swapped (a permute)
 Tensor transpose(const Tensor& x, int a, int b) {
   check_floating("transpose", x);
-  std::vector<int> perm(static_cast<std::size_t>(x.rank()));
+  std::vector<int> perm(x.rank());
   std::iota(perm.begin(), perm.end(), 0);
-  std::swap(perm[static_cast<std::size_t>(normalize_axis("transpose", a, x.rank()))],
-            perm[static_cast<std::size_t>(normalize_axis("transpose", b, x.rank()))]);
+  std::swap(perm[normalize_axis("transpose", a, x.rank())], perm[normalize_axis("transpose", b, x.rank())]);
   return permute(x, perm);
 }
 
@@ -102,8 +101,7 @@ Tensor concat(const std::vector<Tensor>& xs, int axis) {
     record("concat", xs, {y}, {}, [a, starts](BackwardContext& ctx) {
       const Tensor dy = ctx.grad_output();
       for (int i = 0; i < ctx.node_inputs(); ++i) {
-        if (ctx.needs_grad(i)) ctx.accumulate(i, slice(dy, a, starts[static_cast<std::size_t>(i)],
-                                                       starts[static_cast<std::size_t>(i)] + ctx.input(i).shape()[a]));
+        if (ctx.needs_grad(i)) ctx.accumulate(i, slice(dy, a, starts[i], starts[i] + ctx.input(i).shape()[a]));
       }
     });
   }

@@ -44,10 +44,10 @@ uint64_t fingerprint(const std::vector<std::string>& lines, uint64_t hash) {
 std::vector<std::vector<int64_t>> split_shares(const std::vector<int64_t>& indices, int64_t parts) {
   QKGRAD_CHECK(parts >= 1, "split_shares: parts must be >= 1, got ", parts);
   const auto n = static_cast<int64_t>(indices.size());
-  std::vector<std::vector<int64_t>> shares(static_cast<std::size_t>(parts));
+  std::vector<std::vector<int64_t>> shares(parts);
   for (int64_t k = 0; k < parts; ++k) {
     const int64_t begin = k * n / parts, end = (k + 1) * n / parts;
-    shares[static_cast<std::size_t>(k)].assign(indices.begin() + begin, indices.begin() + end);
+    shares[k].assign(indices.begin() + begin, indices.begin() + end);
   }
   return shares;
 }

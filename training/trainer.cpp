@@ -400,7 +400,7 @@ class Trainer {
       s_.position = 0;
       return false;
     }
-    batch_ = task_.select_batch(order_[static_cast<std::size_t>(s_.position)]);
+    batch_ = task_.select_batch(order_[s_.position]);
     return true;
   }
 

@@ -25,7 +25,7 @@ struct Accumulator {
     const int64_t B = p.size(0), H = p.size(1), Tq = p.size(2), Tk = p.size(3);
     for (int64_t b = 0; b < B; ++b) {
       for (int64_t h = 0; h < H; ++h) {
-        for (int64_t i = 0; i < std::min(Tq, query_lengths[static_cast<std::size_t>(b)]); ++i) {
+        for (int64_t i = 0; i < std::min(Tq, query_lengths[b]); ++i) {
           const double* row = data + ((b * H + h) * Tq + i) * Tk;  // [Tk]
           double e = 0, m = 0;
           int64_t visible = 0;  // keys with p > 0: padding and future positions have p = 0 exactly

@@ -21,22 +21,21 @@ Batch make_batch(const std::vector<Pair>& pairs, const std::vector<int64_t>& ind
   b.indices = indices;
   int64_t S = 0, T = 0;
   for (int64_t i : indices) {
-    const Pair& p = pairs.at(static_cast<std::size_t>(i));
+    const Pair& p = pairs.at(i);
     S = std::max<int64_t>(S, static_cast<int64_t>(p.src.size()) + 1);
     T = std::max<int64_t>(T, static_cast<int64_t>(p.tgt.size()) + 1);
   }
   const int64_t B = static_cast<int64_t>(indices.size());
-  std::vector<int64_t> src(static_cast<std::size_t>(B * S), ids.pad), tin(static_cast<std::size_t>(B * T), ids.pad),
-      tout(static_cast<std::size_t>(B * T), ids.pad);
+  std::vector<int64_t> src(B * S, ids.pad), tin(B * T, ids.pad), tout(B * T, ids.pad);
   for (int64_t r = 0; r < B; ++r) {
-    const Pair& p = pairs[static_cast<std::size_t>(indices[static_cast<std::size_t>(r)])];
+    const Pair& p = pairs[indices[r]];
     const int64_t ns = static_cast<int64_t>(p.src.size()), nt = static_cast<int64_t>(p.tgt.size());
     std::copy(p.src.begin(), p.src.end(), src.begin() + r * S);
-    src[static_cast<std::size_t>(r * S + ns)] = ids.eos;
-    tin[static_cast<std::size_t>(r * T)] = ids.bos;
+    src[r * S + ns] = ids.eos;
+    tin[r * T] = ids.bos;
     std::copy(p.tgt.begin(), p.tgt.end(), tin.begin() + r * T + 1);
     std::copy(p.tgt.begin(), p.tgt.end(), tout.begin() + r * T);
-    tout[static_cast<std::size_t>(r * T + nt)] = ids.eos;
+    tout[r * T + nt] = ids.eos;
     b.src_lengths.push_back(ns + 1);
     b.tgt_lengths.push_back(nt + 1);
     b.src_tokens += ns + 1;
@@ -56,8 +55,8 @@ BatchPlan::BatchPlan(const std::vector<Pair>& pairs, int64_t max_tokens) {
   std::vector<int64_t> order(pairs.size());
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    const Pair& x = pairs[static_cast<std::size_t>(a)];
-    const Pair& y = pairs[static_cast<std::size_t>(b)];
+    const Pair& x = pairs[a];
+    const Pair& y = pairs[b];
     if (x.tgt.size() != y.tgt.size()) return x.tgt.size() < y.tgt.size();
     if (x.src.size() != y.src.size()) return x.src.size() < y.src.size();
     return a < b;
@@ -65,7 +64,7 @@ BatchPlan::BatchPlan(const std::vector<Pair>& pairs, int64_t max_tokens) {
   std::vector<int64_t> current;
   int64_t longest = 0;
   for (int64_t i : order) {
-    const Pair& p = pairs[static_cast<std::size_t>(i)];
+    const Pair& p = pairs[i];
     const int64_t len = static_cast<int64_t>(std::max(p.src.size(), p.tgt.size())) + 1;
     const int64_t padded = (static_cast<int64_t>(current.size()) + 1) * std::max(longest, len);
     if (!current.empty() && padded > max_tokens) {
@@ -84,7 +83,7 @@ std::vector<int64_t> BatchPlan::epoch_order(uint64_t seed, int64_t epoch) const 
   std::iota(order.begin(), order.end(), 0);
   Generator gen(seed, /*stream=*/1000 + static_cast<uint64_t>(epoch));
   for (std::size_t i = order.size(); i > 1; --i) {  // Fisher–Yates
-    std::swap(order[i - 1], order[static_cast<std::size_t>(gen.next_below(i))]);
+    std::swap(order[i - 1], order[gen.next_below(i)]);
   }
   return order;
 }

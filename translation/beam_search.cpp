@@ -59,7 +59,7 @@ bool search_done(std::vector<ScoredHypothesis>& finished, const std::vector<Hypo
   if (o.stop == BeamStop::first_k) return true;
   std::stable_sort(finished.begin(), finished.end(),
                    [](const ScoredHypothesis& x, const ScoredHypothesis& y) { return x.score > y.score; });
-  finished.resize(static_cast<std::size_t>(K));
+  finished.resize(K);
   const double kth = finished.back().score;
   for (const Hypothesis& h : live) {
     if (h.log_prob != kDead && best_possible(h, max_len, o) > kth) return false;  // it might still win
@@ -84,17 +84,17 @@ class Decoder {
     const auto B = static_cast<int64_t>(sources.size());
     int64_t S = 0;  // the encoder input: each source + eos, padded
     for (const auto& s : sources) S = std::max<int64_t>(S, static_cast<int64_t>(s.size()) + 1);
-    std::vector<int64_t> src(static_cast<std::size_t>(B * S), c.pad_id), lengths;
+    std::vector<int64_t> src(B * S, c.pad_id), lengths;
     for (int64_t b = 0; b < B; ++b) {
-      const auto& s = sources[static_cast<std::size_t>(b)];
+      const auto& s = sources[b];
       std::copy(s.begin(), s.end(), src.begin() + b * S);
-      src[static_cast<std::size_t>(b * S) + s.size()] = c.eos_id;
+      src[b * S + static_cast<int64_t>(s.size())] = c.eos_id;
       lengths.push_back(static_cast<int64_t>(s.size()) + 1);
       max_len.push_back(static_cast<int64_t>(s.size()) + max_extra);
     }
     steps = *std::max_element(max_len.begin(), max_len.end());
-    std::vector<int64_t> rows(static_cast<std::size_t>(B * K));  // every source expanded to K rows
-    for (int64_t r = 0; r < B * K; ++r) rows[static_cast<std::size_t>(r)] = r / K;
+    std::vector<int64_t> rows(B * K);  // every source expanded to K rows
+    for (int64_t r = 0; r < B * K; ++r) rows[r] = r / K;
     const Tensor src_ids = Tensor::from_ids(src, {B, S}, device_);
     for (Seq2SeqTransformer* m : models_) {
       const Tensor memory = m->encode(src_ids, lengths);  // [B, S, D]
@@ -148,7 +148,7 @@ uint64_t mix(uint64_t seed, uint64_t a, uint64_t b) {
 // (0: all). A uniform double from the generator's top 53 bits, so that the draw is the same on
 // every platform (std::uniform_real_distribution is not).
 int64_t draw(const double* row, int64_t V, const Sampling& s, std::mt19937_64& gen) {
-  std::vector<int64_t> ids(static_cast<std::size_t>(V));
+  std::vector<int64_t> ids(V);
   std::iota(ids.begin(), ids.end(), 0);
   const int64_t keep = s.top_k > 0 ? std::min(s.top_k, V) : V;
   if (keep < V) {
@@ -156,19 +156,19 @@ int64_t draw(const double* row, int64_t V, const Sampling& s, std::mt19937_64& g
                       [&](int64_t x, int64_t y) { return row[x] > row[y] || (row[x] == row[y] && x < y); });
   }
   double top = kDead;
-  for (int64_t i = 0; i < keep; ++i) top = std::max(top, row[ids[static_cast<std::size_t>(i)]]);
-  std::vector<double> weights(static_cast<std::size_t>(keep));
+  for (int64_t i = 0; i < keep; ++i) top = std::max(top, row[ids[i]]);
+  std::vector<double> weights(keep);
   double total = 0;
   for (int64_t i = 0; i < keep; ++i) {
-    total += weights[static_cast<std::size_t>(i)] = std::exp((row[ids[static_cast<std::size_t>(i)]] - top) / s.temperature);
+    total += weights[i] = std::exp((row[ids[i]] - top) / s.temperature);
   }
   const double u = static_cast<double>(gen() >> 11) * 0x1.0p-53 * total;
   double sum = 0;
   for (int64_t i = 0; i < keep; ++i) {
-    sum += weights[static_cast<std::size_t>(i)];
-    if (u < sum) return ids[static_cast<std::size_t>(i)];
+    sum += weights[i];
+    if (u < sum) return ids[i];
   }
-  return ids[static_cast<std::size_t>(keep - 1)];
+  return ids[keep - 1];
 }
 
 // K samples of each source: every row decodes on its own (no reordering), drawing each token.
@@ -179,13 +179,13 @@ std::vector<std::vector<ScoredHypothesis>> sample_nbest(const Models& models, co
   Decoder decoder(models, sources, K, o.max_extra);
   std::vector<std::mt19937_64> generators;
   for (int64_t r = 0; r < B * K; ++r) {
-    const int64_t line = lines.empty() ? r / K : lines[static_cast<std::size_t>(r / K)];
+    const int64_t line = lines.empty() ? r / K : lines[r / K];
     generators.emplace_back(mix(o.sampling.seed, static_cast<uint64_t>(line), static_cast<uint64_t>(r % K)));
   }
-  std::vector<Hypothesis> rows(static_cast<std::size_t>(B * K), Hypothesis{{}, 0.0});
-  std::vector<bool> ended(static_cast<std::size_t>(B * K), false);
-  std::vector<int64_t> previous(static_cast<std::size_t>(B * K), c.bos_id);
-  std::vector<std::vector<ScoredHypothesis>> samples(static_cast<std::size_t>(B));
+  std::vector<Hypothesis> rows(B * K, Hypothesis{{}, 0.0});
+  std::vector<bool> ended(B * K, false);
+  std::vector<int64_t> previous(B * K, c.bos_id);
+  std::vector<std::vector<ScoredHypothesis>> samples(B);
   for (int64_t t = 0; t <= decoder.steps; ++t) {
     const std::vector<double> lp = decoder.next_log_probs(previous);
     for (int64_t r = 0; r < B * K; ++r) {
@@ -193,11 +193,11 @@ std::vector<std::vector<ScoredHypothesis>> sample_nbest(const Models& models, co
       if (ended[i]) continue;
       const double* row = lp.data() + r * V;
       // At the length limit the sample ends with eos, scored as any other ending.
-      const bool out_of_room = t == decoder.max_len[static_cast<std::size_t>(r / K)];
+      const bool out_of_room = t == decoder.max_len[r / K];
       const int64_t token = out_of_room ? c.eos_id : draw(row, V, o.sampling, generators[i]);
       rows[i].log_prob += row[token];
       if (token == c.eos_id) {
-        samples[static_cast<std::size_t>(r / K)].push_back(finish(std::move(rows[i].tokens), rows[i].log_prob, o));
+        samples[r / K].push_back(finish(std::move(rows[i].tokens), rows[i].log_prob, o));
         ended[i] = true;
       } else {
         rows[i].tokens.push_back(token);
@@ -237,30 +237,30 @@ std::vector<std::vector<ScoredHypothesis>> beam_search_nbest(const Models& model
   const int64_t B = static_cast<int64_t>(sources.size()), K = o.beam, V = c.vocab;
   Decoder decoder(models, sources, K, o.max_extra);
   const std::vector<int64_t>& max_len = decoder.max_len;
-  std::vector<int64_t> rows(static_cast<std::size_t>(B * K));
+  std::vector<int64_t> rows(B * K);
 
-  std::vector<std::vector<Hypothesis>> live(static_cast<std::size_t>(B), std::vector<Hypothesis>(static_cast<std::size_t>(K)));
-  std::vector<std::vector<ScoredHypothesis>> finished(static_cast<std::size_t>(B));
-  std::vector<bool> done(static_cast<std::size_t>(B), false);
+  std::vector<std::vector<Hypothesis>> live(B, std::vector<Hypothesis>(K));
+  std::vector<std::vector<ScoredHypothesis>> finished(B);
+  std::vector<bool> done(B, false);
   for (auto& beams : live) beams[0].log_prob = 0;  // one live beam to start with
-  std::vector<int64_t> previous(static_cast<std::size_t>(B * K), c.bos_id);
+  std::vector<int64_t> previous(B * K, c.bos_id);
 
   // Steps 0 … steps − 1 choose tokens; a sentence's step max_len only ends its live beams.
   for (int64_t t = 0; t <= decoder.steps; ++t) {
     const std::vector<double> lp = decoder.next_log_probs(previous);  // [B·K, V] on the host
     for (int64_t b = 0; b < B; ++b) {
-      auto& beams = live[static_cast<std::size_t>(b)];
-      if (done[static_cast<std::size_t>(b)]) continue;
-      if (t == max_len[static_cast<std::size_t>(b)]) {
+      auto& beams = live[b];
+      if (done[b]) continue;
+      if (t == max_len[b]) {
         // Out of room: every live beam (|x| + max_extra tokens) ends here with eos, its log p(eos)
         // counted as for any other ending, so that every finished score is log P(y + eos) / lp.
         for (int64_t k = 0; k < K; ++k) {
-          const Hypothesis& h = beams[static_cast<std::size_t>(k)];
+          const Hypothesis& h = beams[k];
           if (h.log_prob == kDead) continue;
-          const double log_prob = h.log_prob + lp[static_cast<std::size_t>((b * K + k) * V + c.eos_id)];
-          finished[static_cast<std::size_t>(b)].push_back(finish(h.tokens, log_prob, o));
+          const double log_prob = h.log_prob + lp[(b * K + k) * V + c.eos_id];
+          finished[b].push_back(finish(h.tokens, log_prob, o));
         }
-        done[static_cast<std::size_t>(b)] = true;  // its rows are never read again
+        done[b] = true;  // its rows are never read again
         continue;
       }
       // The best 2K continuations of all live beams (2K so that K survive even if K end here);
@@ -268,11 +268,11 @@ std::vector<std::vector<ScoredHypothesis>> beam_search_nbest(const Models& model
       const bool may_end = t >= o.min_length;
       std::vector<Candidate> cands;
       for (int64_t k = 0; k < K; ++k) {
-        const Hypothesis& h = beams[static_cast<std::size_t>(k)];
+        const Hypothesis& h = beams[k];
         if (h.log_prob == kDead) continue;
         const double* row = lp.data() + (b * K + k) * V;
         std::vector<int64_t> ids;
-        ids.reserve(static_cast<std::size_t>(V));
+        ids.reserve(V);
         for (int64_t v = 0; v < V; ++v) {
           if (may_end || v != c.eos_id) ids.push_back(v);
         }
@@ -281,7 +281,7 @@ std::vector<std::vector<ScoredHypothesis>> beam_search_nbest(const Models& model
           return row[x] > row[y] || (row[x] == row[y] && x < y);
         });
         for (std::ptrdiff_t i = 0; i < keep; ++i) {
-          const int64_t v = ids[static_cast<std::size_t>(i)];
+          const int64_t v = ids[i];
           cands.push_back({h.log_prob + row[v], k, v});
         }
       }
@@ -294,13 +294,13 @@ std::vector<std::vector<ScoredHypothesis>> beam_search_nbest(const Models& model
       std::vector<int64_t> parents;
       for (std::size_t rank = 0; rank < cands.size(); ++rank) {
         const Candidate& cand = cands[rank];
-        const Hypothesis& parent = beams[static_cast<std::size_t>(cand.parent)];
+        const Hypothesis& parent = beams[cand.parent];
         if (cand.token == c.eos_id) {
           // An ending counts only if it is among the K best candidates of this step: beam 1 is
           // then exactly greedy decoding.
-          const bool room = o.stop == BeamStop::bound || static_cast<int64_t>(finished[static_cast<std::size_t>(b)].size()) < K;
+          const bool room = o.stop == BeamStop::bound || static_cast<int64_t>(finished[b].size()) < K;
           if (static_cast<int64_t>(rank) < K && room) {
-            finished[static_cast<std::size_t>(b)].push_back(finish(parent.tokens, cand.log_prob, o));
+            finished[b].push_back(finish(parent.tokens, cand.log_prob, o));
           }
         } else if (static_cast<int64_t>(next.size()) < K) {
           Hypothesis h{parent.tokens, cand.log_prob};
@@ -309,16 +309,15 @@ std::vector<std::vector<ScoredHypothesis>> beam_search_nbest(const Models& model
           parents.push_back(cand.parent);
         }
       }
-      done[static_cast<std::size_t>(b)] = search_done(finished[static_cast<std::size_t>(b)], next, K,
-                                                      max_len[static_cast<std::size_t>(b)], o);
+      done[b] = search_done(finished[b], next, K, max_len[b], o);
       while (static_cast<int64_t>(next.size()) < K) {  // pad with dead beams
         next.push_back(Hypothesis{});
         parents.push_back(0);
       }
       for (int64_t k = 0; k < K; ++k) {
-        rows[static_cast<std::size_t>(b * K + k)] = b * K + parents[static_cast<std::size_t>(k)];
-        const auto& h = next[static_cast<std::size_t>(k)];
-        previous[static_cast<std::size_t>(b * K + k)] = h.tokens.empty() ? c.eos_id : h.tokens.back();
+        rows[b * K + k] = b * K + parents[k];
+        const auto& h = next[k];
+        previous[b * K + k] = h.tokens.empty() ? c.eos_id : h.tokens.back();
       }
       beams = std::move(next);
     }
@@ -357,7 +356,7 @@ std::vector<std::vector<ScoredHypothesis>> translate_all_nbest(const Models& mod
   std::vector<int64_t> order(sources.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    return sources[static_cast<std::size_t>(a)].size() < sources[static_cast<std::size_t>(b)].size();
+    return sources[a].size() < sources[b].size();
   });
   std::vector<std::vector<ScoredHypothesis>> out(sources.size());
   std::size_t i = 0;
@@ -366,17 +365,17 @@ std::vector<std::vector<ScoredHypothesis>> translate_all_nbest(const Models& mod
     std::vector<int64_t> ids, group_lines;
     int64_t longest = 0;
     while (i < order.size()) {
-      const auto& s = sources[static_cast<std::size_t>(order[i])];
+      const auto& s = sources[order[i]];
       const int64_t len = static_cast<int64_t>(s.size()) + 1;
       if (!group.empty() && (static_cast<int64_t>(group.size()) + 1) * std::max(longest, len) > max_tokens) break;
       longest = std::max(longest, len);
       group.push_back(s);
       ids.push_back(order[i]);
-      group_lines.push_back(lines.empty() ? order[i] : lines[static_cast<std::size_t>(order[i])]);
+      group_lines.push_back(lines.empty() ? order[i] : lines[order[i]]);
       ++i;
     }
     auto translated = beam_search_nbest(models, group, options, group_lines);
-    for (std::size_t j = 0; j < ids.size(); ++j) out[static_cast<std::size_t>(ids[j])] = std::move(translated[j]);
+    for (std::size_t j = 0; j < ids.size(); ++j) out[ids[j]] = std::move(translated[j]);
     if (done) done(i);
   }
   return out;

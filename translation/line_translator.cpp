@@ -18,7 +18,7 @@ std::vector<std::vector<ScoredHypothesis>> LineTranslator::translate(const std::
     sources.push_back(m_.subwords->encode(normalised));
     if (static_cast<int64_t>(sources.back().size()) > max_length_) {
       if (cropped_++ == 0) first_cropped_ = cat(name, ":", first + static_cast<int64_t>(i));
-      sources.back().resize(static_cast<std::size_t>(max_length_));
+      sources.back().resize(max_length_);
     }
     which.push_back(i);
     line_numbers.push_back(first + static_cast<int64_t>(i));

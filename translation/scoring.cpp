@@ -18,9 +18,9 @@ std::vector<PairScore> score_pairs(Seq2SeqTransformer& model, const std::vector<
     const Tensor picked = gather(log_softmax(logits), 2, b.tgt_out.reshape({B, T, 1}));  // [B, T, 1]
     const std::vector<double> lp = picked.to_vector();                                   // on the host
     for (int64_t r = 0; r < B; ++r) {
-      PairScore& s = scores[static_cast<std::size_t>(b.indices[static_cast<std::size_t>(r)])];
-      s.tokens = b.tgt_lengths[static_cast<std::size_t>(r)];
-      for (int64_t t = 0; t < s.tokens; ++t) s.log_prob += lp[static_cast<std::size_t>(r * T + t)];
+      PairScore& s = scores[b.indices[r]];
+      s.tokens = b.tgt_lengths[r];
+      for (int64_t t = 0; t < s.tokens; ++t) s.log_prob += lp[r * T + t];
     }
   }
   return scores;

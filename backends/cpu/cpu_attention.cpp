@@ -64,7 +64,7 @@ Head head_of(const AttentionSpec& s, int64_t b, int64_t h) {
   x.out_offset = x.q_offset;
   x.stat_offset_q = (b * s.heads + h) * s.tq;
   x.stat_offset_k = (b * s.heads + h) * s.tk;
-  x.key_length = s.key_lengths.empty() ? s.tk : std::min<int64_t>(s.tk, s.key_lengths[static_cast<std::size_t>(b)]);
+  x.key_length = s.key_lengths.empty() ? s.tk : std::min<int64_t>(s.tk, s.key_lengths[b]);
   return x;
 }
 
@@ -119,7 +119,7 @@ struct DropoutMask {
   template <typename T>
   void row(int64_t b, int64_t h, int64_t i, T* factors) const {
     thread_local std::vector<uint32_t> scratch;
-    scratch.resize(static_cast<std::size_t>(4 * (s.tk / 4 + 2)));
+    scratch.resize(4 * (s.tk / 4 + 2));
     const uint64_t index = static_cast<uint64_t>(((b * s.heads + h) * s.tq + i) * s.tk);
     const uint32_t* words = cpu::philox_element_words(s.rs.seed, s.rs.stream, s.rs.first_block, index, s.tk, scratch.data());
     const T kept = static_cast<T>(scale);
@@ -262,7 +262,7 @@ void CpuBackend::attention_backward(const AttentionSpec& s, const Tensor& q, con
     const int64_t z_size = s.dropout > 0 ? tile : 0, norm_size = s.qknorm() ? tile + (s.tq + s.tk) * d : 0;
     const int64_t per_thread = std::max<int64_t>(tile + z_size + norm_size, 1);
     Tensor workspace = Tensor::empty({omp_get_max_threads(), per_thread}, q.dtype());
-    std::vector<double> dg_partial(static_cast<std::size_t>(pairs), 0.0);
+    std::vector<double> dg_partial(pairs, 0.0);
     const DropoutMask dropout(s);
     const T* Q = q.data<T>();
     const T* K = k.data<T>();
@@ -358,7 +358,7 @@ void CpuBackend::attention_backward(const AttentionSpec& s, const Tensor& q, con
       double dg_sum = 0;
       for (int64_t i = 0; i < s.tq; ++i)
         for (int64_t c = 0; c < d; ++c) dg_sum += static_cast<double>(q_h[i * hd.ld + c] * rq_h[i] * U[i * d + c]);
-      dg_partial[static_cast<std::size_t>(pair)] = dg_sum;
+      dg_partial[pair] = dg_sum;
       // Back through the normalisation (14), with x̂̄ = g·U (or g·W): keep the part orthogonal
       // to x̂ (above eps), or all of it (below eps, where x̂ = x/eps is linear).
       auto through_norm = [&](const T* x, const T* r, const T* xhat_grad, T* dx, int64_t rows) {
@@ -383,7 +383,7 @@ void CpuBackend::attention_backward(const AttentionSpec& s, const Tensor& q, con
       if (s.per_head_g) {
         for (int64_t h = 0; h < s.heads; ++h) {
           double total = 0;
-          for (int64_t b = 0; b < s.batch; ++b) total += dg_partial[static_cast<std::size_t>(b * s.heads + h)];
+          for (int64_t b = 0; b < s.batch; ++b) total += dg_partial[b * s.heads + h];
           out_g[h] = static_cast<T>(total);
         }
       } else {

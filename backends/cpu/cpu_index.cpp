@@ -30,7 +30,7 @@ void CpuBackend::permute(const Tensor& x, const std::vector<int>& perm, Tensor& 
     // The input stride of each output axis.
     const auto x_strides = x.shape().strides();
     int64_t stride[Shape::kMaxRank];
-    for (int i = 0; i < rank; ++i) stride[i] = x_strides[static_cast<std::size_t>(perm[static_cast<std::size_t>(i)])];
+    for (int i = 0; i < rank; ++i) stride[i] = x_strides[perm[static_cast<std::size_t>(i)]];
     const int64_t inner = os[rank - 1], rows = out.numel() / inner, step = stride[rank - 1];
 #pragma omp parallel for schedule(static) if (out.numel() >= kParallelGrain)
     for (int64_t row = 0; row < rows; ++row) {

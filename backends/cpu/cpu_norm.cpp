@@ -105,7 +105,7 @@ template <typename T, typename AddRow>
 void sum_rows_in_blocks(int64_t rows, int64_t d, T* sum_a, T* sum_b, AddRow add_row) {
   constexpr int64_t kBlock = 32;
   const int64_t blocks = (rows + kBlock - 1) / kBlock;
-  std::vector<T> part_a(static_cast<std::size_t>(blocks * d), T(0)), part_b(part_a.size(), T(0));
+  std::vector<T> part_a(blocks * d, T(0)), part_b(part_a.size(), T(0));
 #pragma omp parallel for schedule(static) if (rows * d >= kParallelGrain)
   for (int64_t b = 0; b < blocks; ++b) {
     for (int64_t r = b * kBlock; r < std::min(rows, (b + 1) * kBlock); ++r) add_row(r, part_a.data() + b * d, part_b.data() + b * d);
@@ -113,8 +113,8 @@ void sum_rows_in_blocks(int64_t rows, int64_t d, T* sum_a, T* sum_b, AddRow add_
   for (int64_t j = 0; j < d; ++j) {
     T sa = 0, sb = 0;
     for (int64_t b = 0; b < blocks; ++b) {
-      sa += part_a[static_cast<std::size_t>(b * d + j)];
-      sb += part_b[static_cast<std::size_t>(b * d + j)];
+      sa += part_a[b * d + j];
+      sb += part_b[b * d + j];
     }
     if (sum_a) sum_a[j] = sa;
     if (sum_b) sum_b[j] = sb;

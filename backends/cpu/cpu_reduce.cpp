@@ -21,7 +21,7 @@ template <typename Acc, typename F>
 double chunked_sum(int64_t n, F term) {
   constexpr int64_t kChunk = 4096;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
-  std::vector<double> partial(static_cast<std::size_t>(chunks));
+  std::vector<double> partial(chunks);
 #pragma omp parallel for schedule(static) if (n >= kParallelGrain)
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
@@ -29,7 +29,7 @@ double chunked_sum(int64_t n, F term) {
     Acc s = 0;
 #pragma omp simd reduction(+ : s)
     for (int64_t i = begin; i < end; ++i) s += local(i);
-    partial[static_cast<std::size_t>(c)] = static_cast<double>(s);
+    partial[c] = static_cast<double>(s);
   }
   double total = 0;
   for (double p : partial) total += p;
