@@ -78,6 +78,53 @@ void infer_languages(RunSettings& s, bool src_given, bool tgt_given) {
                        langs.size() == 2 ? cat(" (e.g. --src ", langs[0], " --tgt ", langs[1], ")") : std::string()));
 }
 
+using FlagsOfKey = std::map<std::string, std::vector<CLI::Option*>>;
+
+// A flag for each setting, from its table (translation/settings.h, nn/transformer.h), setting
+// `s`. Returns each key's flags, for --dump-config to say where a value came from.
+FlagsOfKey add_setting_flags(Args& args, RunSettings& s) {
+  FlagsOfKey flags_of_key;
+  for_each_setting(s, [&](const SettingInfo& info, auto& value) {
+    const std::string key = info.key;
+    if (key == "dropout") {  // --dropout sets every rate at once
+      CLI::Option* all = args.option(
+          "dropout", "every dropout rate at once (residual, attention, feed-forward, word)", s.dropout,
+          [&s](double p) { s.dropout = s.attention_dropout = s.ffn_dropout = s.word_dropout = p; }, info.allowed.min,
+          info.allowed.max);
+      for (const char* rate : {"dropout", "attention_dropout", "ffn_dropout", "word_dropout"}) flags_of_key[rate].push_back(all);
+      return;
+    }
+    CLI::Option* flag = setting_flag(args, info, value, key == "attention" ? "attn,--attention" : "");
+    if (key == "src" || key == "tgt") flag->default_str("");  // a new run infers them from DATA (--dump-config shows it)
+    flags_of_key[key].push_back(flag);
+  });
+  return flags_of_key;
+}
+
+// --dump-config's text: the settings, each with where its value came from: the last of `base`
+// (the preset, or the resumed run), --config, a flag (or DATA's files, for the languages).
+std::string dumped_config(const RunSettings& s, const std::string& base, const Json& config_file, const std::string& config,
+                          const FlagsOfKey& flags_of_key, bool resume, bool src_given, bool tgt_given) {
+  std::map<std::string, std::string> origin;
+  const Json resolved = to_json(s);
+  for (const auto& item : resolved.items()) {
+    const std::string& key = item.key();
+    origin[key] = base;
+    if (config_file.contains(key)) origin[key] = cat("--config ", config);
+    for (const CLI::Option* flag : flags_of_key.at(key)) {
+      if (flag->count() > 0) origin[key] = flag->get_name();
+    }
+  }
+  if (!resume && !s.data.empty()) {
+    if (!src_given) origin["src"] = cat("inferred from ", s.data, "/train.*");
+    if (!tgt_given) origin["tgt"] = cat("inferred from ", s.data, "/train.*");
+  } else if (!resume) {
+    if (!src_given) origin["src"] = "the default; a run infers it from --data";
+    if (!tgt_given) origin["tgt"] = "the default; a run infers it from --data";
+  }
+  return to_config_text(s, origin);
+}
+
 int cmd_train(int argc, char** argv) {
   TrainOptions o;
   Json config_file;
@@ -97,23 +144,7 @@ int cmd_train(int argc, char** argv) {
               &config);
   args.flag("dump-config", "print the resolved settings in --config's form and exit", &dump_config);
   args.option("run", "run directory (created; required unless --dump-config)", &o.run_dir);
-  // A flag for each setting, from its table (translation/settings.h, nn/transformer.h). Each
-  // key's flags are remembered, for --dump-config to say where a value came from.
-  std::map<std::string, std::vector<CLI::Option*>> flags_of_key;
-  for_each_setting(s, [&](const SettingInfo& info, auto& value) {
-    const std::string key = info.key;
-    if (key == "dropout") {  // --dropout sets every rate at once
-      CLI::Option* all = args.option(
-          "dropout", "every dropout rate at once (residual, attention, feed-forward, word)", s.dropout,
-          [&](double p) { s.dropout = s.attention_dropout = s.ffn_dropout = s.word_dropout = p; }, info.allowed.min,
-          info.allowed.max);
-      for (const char* rate : {"dropout", "attention_dropout", "ffn_dropout", "word_dropout"}) flags_of_key[rate].push_back(all);
-      return;
-    }
-    CLI::Option* flag = setting_flag(args, info, value, key == "attention" ? "attn,--attention" : "");
-    if (key == "src" || key == "tgt") flag->default_str("");  // a new run infers them from DATA (--dump-config shows it)
-    flags_of_key[key].push_back(flag);
-  });
+  const FlagsOfKey flags_of_key = add_setting_flags(args, s);
   args.option("threads", "CPU threads (default: all)", &o.threads, 1, 4096);
   args.flag("resume", "continue the run in --run from its last checkpoint", &o.resume);
   Args::hidden(args.option("inject-nan-at-step", "testing: pretend the loss of this step is NaN", &o.inject_nan_at_step, 0,
@@ -123,34 +154,16 @@ int cmd_train(int argc, char** argv) {
   args.choice("on-nan", "a non-finite loss or gradient: stop (after saving the last good state) or skip the batch", &o.on_nan, {"stop", "skip"});
   args.footer(presets_table());
   if (!args.parse(argc, argv, 2)) return 0;
-  const bool src_given = flags_of_key["src"].front()->count() > 0 || config_file.contains("src");
-  const bool tgt_given = flags_of_key["tgt"].front()->count() > 0 || config_file.contains("tgt");
+  const bool src_given = flags_of_key.at("src").front()->count() > 0 || config_file.contains("src");
+  const bool tgt_given = flags_of_key.at("tgt").front()->count() > 0 || config_file.contains("tgt");
   // A new run's languages, where not given, come from DATA: before --dump-config too, which
   // prints what the run would use.
   if (!o.resume && !s.data.empty()) infer_languages(s, src_given, tgt_given);
   if (dump_config) {
-    // Where each value came from: the last of the preset, --config, a flag (or DATA's files).
     const std::string base = o.resume ? cat(RunDir{o.run_dir}.options(), " (--resume)")
                                       : cat("preset ", Args::value_of(argc, argv, 2, "preset",
-                                                                      config_file.contains("preset") ? config_file.at("preset").get<std::string>() : "small"));
-    std::map<std::string, std::string> origin;
-    const Json resolved = to_json(s);
-    for (const auto& item : resolved.items()) {
-      const std::string& key = item.key();
-      origin[key] = base;
-      if (config_file.contains(key)) origin[key] = cat("--config ", config);
-      for (const CLI::Option* flag : flags_of_key[key]) {
-        if (flag->count() > 0) origin[key] = flag->get_name();
-      }
-    }
-    if (!o.resume && !s.data.empty()) {
-      if (!src_given) origin["src"] = cat("inferred from ", s.data, "/train.*");
-      if (!tgt_given) origin["tgt"] = cat("inferred from ", s.data, "/train.*");
-    } else if (!o.resume) {
-      if (!src_given) origin["src"] = "the default; a run infers it from --data";
-      if (!tgt_given) origin["tgt"] = "the default; a run infers it from --data";
-    }
-    std::fputs(to_config_text(s, origin).c_str(), stdout);
+                                                                      config_file.value("preset", std::string("small"))));
+    std::fputs(dumped_config(s, base, config_file, config, flags_of_key, o.resume, src_given, tgt_given).c_str(), stdout);
     return 0;
   }
   if (o.run_dir.empty()) throw UsageError("qkgrad-translate train: --run is required (see --help)");
