@@ -49,6 +49,8 @@
   X(nll, "L = −Σ_rows log_p[t] (ignored rows 0; gather + mask + sum)", "log_p̄[t] = −L̄")        \
   X(dropout, "y = m ⊙ x / (1 − p), m ~ Bernoulli(1 − p) from the Philox stream",                 \
     "x̄ = m ⊙ ȳ / (1 − p) (m kept as bits: 1/32 of x's float32 memory)")                      \
+  X(rope, "per head, pair (i, i + d/2) at position p turned by pθᵢ, θᵢ = base^(−2i/d)",             \
+    "x̄ = ȳ turned by −pθᵢ (the transposed rotation)")                                            \
   X(attention_qknorm, "per head: S = g q̂k̂ᵀ + M (q̂ = q/max(‖q‖, ε)), P = softmax(S), O = dropout(P) v", \
     "v̄ = P'ᵀŌ; dS = P ⊙ (dP − rowsum(Ō ⊙ O)); ḡ = Σ dS ⊙ q̂k̂ᵀ; q̂̄ = g dS k̂, k̂̄ = g dSᵀq̂; q̄ = (q̂̄ − q̂(q̂·q̂̄))/‖q‖") \
   X(attention_scaled_dot, "per head: S = q kᵀ/√d + M, P = softmax(S), O = dropout(P) v",        \

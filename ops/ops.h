@@ -120,6 +120,12 @@ Tensor word_dropout(const Tensor& ids, double p, int64_t replacement, Generator&
 // [length, dim]: sin on even dims, cos on odd dims (Vaswani et al.). No gradient.
 Tensor sinusoidal_positions(int64_t length, int64_t dim, DType dtype = DType::f32, Device device = Device::cpu);
 
+// ---- rotary position embeddings (ops/rope.cpp) ----
+// x [B, T, H·d] (heads side by side, as attention takes q and k), d even: each head's pair
+// (i, i + d/2) at position p = first_position + t turned by p·base^(−2i/d) (RoFormer, in the
+// half-split form of GPT-NeoX and Llama). The backward turns ȳ back.
+Tensor rope(const Tensor& x, int64_t heads, int64_t first_position = 0, double base = 10000.0);
+
 // ---- data movement (ops/shape_ops.cpp, ops/index_ops.cpp) ----
 Tensor permute(const Tensor& x, const std::vector<int>& dims);  // y axis i = x axis dims[i]; copies
 Tensor transpose(const Tensor& x, int a, int b);                // swaps two axes; copies

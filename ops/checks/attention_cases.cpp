@@ -1,4 +1,4 @@
-// Gradient-check cases for the attention op, every mode: cross-attention (Tq != Tk),
+// Gradient-check cases for RoPE and for the attention op, every mode: cross-attention (Tq != Tk),
 // padding masks, causal masks, H = 1 and H > 1, head sizes that are not a multiple of the SIMD
 // width, a per-head gain, attention dropout, and a batch entry with no visible key at all.
 #include "ops/checks/op_cases.h"
@@ -63,6 +63,14 @@ OpCase normalised_case(AttentionMode mode, const std::string& name, int64_t B, i
 }  // namespace
 
 void add_attention_cases(std::vector<OpCase>& cases) {
+  // RoPE: each output weighted by its own ramp value, so that no rotation's sum hides an error.
+  auto ramp = [](const Tensor& y) {
+    return y * (Tensor::arange(y.numel(), y.dtype(), y.device()) * 0.25 + 0.5).reshape(y.shape());
+  };
+  cases.push_back({"rope", "B2 T3 H2 d4 from position 0", {{{2, 3, 8}, InputDomain::normal}},
+                   [ramp](const std::vector<Tensor>& x) { return ramp(rope(x[0], 2)); }});
+  cases.push_back({"rope", "B1 T2 H1 d6 from position 5, base 100 (large angles)", {{{1, 2, 6}, InputDomain::normal}},
+                   [ramp](const std::vector<Tensor>& x) { return ramp(rope(x[0], 1, 5, 100.0)); }});
   for (AttentionMode mode : {AttentionMode::rms_qknorm, AttentionMode::layer_qknorm}) {
     AttentionOptions plain;
     cases.push_back(normalised_case(mode, "cross-attention B2 Tq3 Tk4 H2 d3, shared gains [d]", 2, 3, 4, 2, 3, plain, false));

@@ -1,0 +1,77 @@
+// Rotary position embeddings (RoPE; Su et al. 2021, "RoFormer", arXiv 2104.09864), in the
+// half-split form of GPT-NeoX and Llama: each head's d = 2m dims are m pairs (i, i + m), and
+// pair i of the token at position p turns by the angle p·θᵢ, θᵢ = base^(−2i/d):
+//
+//   y[i]     = x[i]·cos(pθᵢ) − x[i+m]·sin(pθᵢ)
+//   y[i + m] = x[i+m]·cos(pθᵢ) + x[i]·sin(pθᵢ)
+//
+// The Jacobian of a rotation is the rotation, so the backward is the transposed rotation, the
+// turn by −pθᵢ (docs/autodiff.md, "RoPE"):
+//
+//   x̄[i] = ȳ[i]·cos(pθᵢ) + ȳ[i+m]·sin(pθᵢ),   x̄[i + m] = ȳ[i+m]·cos(pθᵢ) − ȳ[i]·sin(pθᵢ)
+//
+// Both are the one function `rotate` below, composed of elementwise ops on the tensor's device
+// (so it runs wherever they do); the op records one node whose backward is `rotate` by −pθ.
+// Rotating q and k this way makes q·k depend on their positions only through p_q − p_k.
+#include <cmath>
+#include <vector>
+
+#include "core/autograd.h"
+#include "core/error.h"
+#include "ops/ops.h"
+#include "ops/validate.h"
+
+namespace qkgrad {
+
+namespace {
+
+// cos(pθᵢ) and sign·sin(pθᵢ) for p = first .. first + T − 1, as [T, 1, m] (broadcast over the
+// batch and the heads). The angles are computed in double on the host.
+std::pair<Tensor, Tensor> rotation_tables(int64_t T, int64_t m, int64_t first, double base, double sign, DType dtype,
+                                          Device device) {
+  std::vector<double> c(T * m), s(T * m);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t i = 0; i < m; ++i) {
+      const double theta = std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(2 * m));
+      const double angle = static_cast<double>(first + t) * theta;
+      c[t * m + i] = std::cos(angle);
+      s[t * m + i] = sign * std::sin(angle);
+    }
+  }
+  return {Tensor::from_vector(c, {T, 1, m}, dtype, device), Tensor::from_vector(s, {T, 1, m}, dtype, device)};
+}
+
+// x [B, T, H·d] turned by sign·pθ (sign −1: the inverse rotation, the backward).
+Tensor rotate(const Tensor& x, int64_t heads, int64_t first, double base, double sign) {
+  const int64_t B = x.shape()[0], T = x.shape()[1], d = x.shape()[2] / heads, m = d / 2;
+  const auto [cos, sin] = rotation_tables(T, m, first, base, sign, x.dtype(), x.device());  // [T, 1, m]
+  const Tensor xh = x.reshape({B, T, heads, d});                                            // [B, T, H, d]
+  const Tensor x1 = slice(xh, 3, 0, m), x2 = slice(xh, 3, m, d);                            // [B, T, H, m]
+  return concat({x1 * cos - x2 * sin, x2 * cos + x1 * sin}, 3).reshape(x.shape());          // [B, T, H·d]
+}
+
+}  // namespace
+
+Tensor rope(const Tensor& x, int64_t heads, int64_t first_position, double base) {
+  check_floating("rope", x);
+  QKGRAD_CHECK(x.rank() == 3, "rope: x must be [B, T, H·d], got ", x.shape().str());
+  QKGRAD_CHECK(heads >= 1 && x.shape()[2] % heads == 0, "rope: ", heads, " heads do not divide the width ", x.shape()[2],
+               " of x ", x.shape().str());
+  QKGRAD_CHECK((x.shape()[2] / heads) % 2 == 0, "rope: the head size ", x.shape()[2] / heads,
+               " must be even (its dims turn in pairs)");
+  QKGRAD_CHECK(first_position >= 0, "rope: first_position must be >= 0, got ", first_position);
+  QKGRAD_CHECK(base > 1, "rope: base must be > 1, got ", base);
+  Tensor y;
+  {
+    NoGradGuard no_grad;  // one node on the tape, not the steps of `rotate`
+    y = rotate(x, heads, first_position, base, 1.0);
+  }
+  if (should_record(x)) {
+    record("rope", {x}, {y}, {}, [heads, first_position, base](BackwardContext& ctx) {
+      ctx.accumulate(0, rotate(ctx.grad_output(), heads, first_position, base, -1.0));
+    });
+  }
+  return y;
+}
+
+}  // namespace qkgrad
