@@ -48,8 +48,15 @@ ScaleNorm::ScaleNorm(int64_t dim, double epsilon, const InitContext& init)
 
 Tensor ScaleNorm::forward(const Tensor& x) const { return scale_norm(x, g, eps); }
 
+RMSNorm::RMSNorm(int64_t dim, double epsilon, const InitContext& init) : gamma(init.full({dim}, 1.0)), eps(epsilon) {
+  register_parameter("gamma", gamma);
+}
+
+Tensor RMSNorm::forward(const Tensor& x) const { return rms_norm(x, gamma, eps); }
+
 std::unique_ptr<NormLayer> make_norm(NormType type, int64_t dim, const InitContext& init) {
   if (type == NormType::layer_norm) return std::make_unique<LayerNorm>(dim, 1e-5, init);
+  if (type == NormType::rms_norm) return std::make_unique<RMSNorm>(dim, 1e-6, init);
   return std::make_unique<ScaleNorm>(dim, 1e-5, init);
 }
 

@@ -60,8 +60,18 @@ class ScaleNorm : public NormLayer {
   double eps;
 };
 
-enum class NormType { layer_norm, scale_norm };
-inline std::vector<std::string> norm_names() { return {"layer_norm", "scale_norm"}; }  // in the enum's order
+// y = γ ⊙ x / √(mean(x²) + ε)   (RMSNorm, Zhang & Sennrich 2019: LayerNorm without the mean and β)
+class RMSNorm : public NormLayer {
+ public:
+  RMSNorm(int64_t dim, double eps, const InitContext& init);
+  Tensor forward(const Tensor& x) const override;
+
+  Tensor gamma;  // [D], ones
+  double eps;
+};
+
+enum class NormType { layer_norm, scale_norm, rms_norm };
+inline std::vector<std::string> norm_names() { return {"layer_norm", "scale_norm", "rms_norm"}; }  // in the enum's order
 std::unique_ptr<NormLayer> make_norm(NormType type, int64_t dim, const InitContext& init);
 
 // y = W₂ dropout(act(W₁ x + b₁)) + b₂      [B, T, D] -> [B, T, F] -> [B, T, D]

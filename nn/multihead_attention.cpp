@@ -69,17 +69,27 @@ AttentionOptions MultiHeadAttention::options(const std::vector<int64_t>& key_len
 Tensor MultiHeadAttention::forward(const Tensor& x_q, const Tensor& x_kv,
                                    const std::vector<int64_t>& key_lengths, bool causal,
                                    Generator& gen) const {
-  const Tensor q = q_proj.forward(x_q);   // [B, Tq, D]
-  const Tensor k = k_proj.forward(x_kv);  // [B, Tk, D]
+  Tensor q = q_proj.forward(x_q);   // [B, Tq, D]
+  Tensor k = k_proj.forward(x_kv);  // [B, Tk, D]
   const Tensor v = v_proj.forward(x_kv);  // [B, Tk, D]
+  if (config.rope_base > 0) {  // self-attention: query and key t are both at position t
+    QKGRAD_CHECK(x_q.impl() == x_kv.impl(), "MultiHeadAttention: rotary positions need self-attention (x_q is x_kv)");
+    q = rope(q, config.heads, 0, config.rope_base);
+    k = rope(k, config.heads, 0, config.rope_base);
+  }
   const AttentionOutput a = attention(q, k, v, params(), options(key_lengths, causal, gen));
   if (record_probs) last_probs = a.probs;
   return out_proj.forward(a.out);
 }
 
 Tensor MultiHeadAttention::forward_step(const Tensor& x_step, KVCache& cache, Generator& gen) const {
-  cache.append(k_proj.forward(x_step), v_proj.forward(x_step));
-  const Tensor q = q_proj.forward(x_step);  // [B, t, D]
+  const int64_t first = cache.length();  // the position of x_step's first token
+  Tensor k = k_proj.forward(x_step), q = q_proj.forward(x_step);  // [B, t, D]
+  if (config.rope_base > 0) {
+    k = rope(k, config.heads, first, config.rope_base);
+    q = rope(q, config.heads, first, config.rope_base);
+  }
+  cache.append(k, v_proj.forward(x_step));
   return out_proj.forward(attention_step(q, cache, params(), options({}, true, gen)).out);
 }
 

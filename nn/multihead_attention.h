@@ -1,6 +1,7 @@
 // Multi-head attention: four projections around the fused attention op (ops/attention.h).
 //
 //   q = x_q W_qᵀ + b_q,  k = x_kv W_kᵀ + b_k,  v = x_kv W_vᵀ + b_v      [B, T, D]
+//   q, k = rope(q), rope(k)    (with rope_base > 0: rotary positions, before the attention's norms)
 //   o = attention(q, k, v, g)  (QKNorm or scaled dot-product, heads split inside the kernel)
 //   y = o W_oᵀ + b_o
 // Projections are N(0, 2/(5D)) with zero biases (the paper's initialisation). For QKNorm the
@@ -24,6 +25,7 @@ struct AttentionConfig {
   bool per_head_g = false;    // one g per head instead of one per module (not in the paper); for
                               // rms_qknorm / layer_qknorm: gains (and biases) [H, d] instead of [d]
   double dropout = 0.0;       // on the attention probabilities
+  double rope_base = 0;       // > 0: rotary positions on q and k (self-attention; ops/rope.cpp) with this base
 };
 
 class MultiHeadAttention : public Module {

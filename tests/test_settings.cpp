@@ -150,5 +150,5 @@ TEST_CASE("settings: a config file reads back to the settings it was dumped from
   CHECK(allowed_values("schedule").choices == std::vector<std::string>{"plateau", "cosine", "inverse_sqrt"});
   s.heads = 0;
   CHECK_THROWS_WITH(check_settings(s, "x.json"), Equals("x.json: 'heads' must be between 1 and 256, got 0"));
-  CHECK_THROWS_WITH(from_json(Json{{"norm", "rms"}}, ""), Equals("'norm' must be one of layer_norm, scale_norm, got \"rms\""));
+  CHECK_THROWS_WITH(from_json(Json{{"norm", "rms"}}, ""), Equals("'norm' must be one of layer_norm, scale_norm, rms_norm, got \"rms\""));
 }

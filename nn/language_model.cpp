@@ -1,0 +1,117 @@
+#include "nn/language_model.h"
+
+#include <cmath>
+#include <string>
+
+#include "core/autograd.h"
+#include "core/error.h"
+#include "ops/ops.h"
+
+namespace qkgrad {
+
+void LanguageModelConfig::validate() const {
+  QKGRAD_CHECK(vocab >= 2, "LanguageModelConfig: vocab must be >= 2, got ", vocab);
+  QKGRAD_CHECK(layers >= 1, "LanguageModelConfig: layers must be >= 1, got ", layers);
+  QKGRAD_CHECK(d_model >= 1 && heads >= 1 && d_model % heads == 0, "LanguageModelConfig: d_model ", d_model,
+               " must be divisible into ", heads, " heads");
+  QKGRAD_CHECK(rope_base == 0 || (rope_base > 1 && (d_model / heads) % 2 == 0), "LanguageModelConfig: RoPE (rope_base ",
+               rope_base, ") needs a base > 1 and an even head size, got ", d_model / heads, " (rope_base 0: no RoPE)");
+  QKGRAD_CHECK(ffn >= 1, "LanguageModelConfig: ffn must be >= 1, got ", ffn);
+  for (const auto& [name, p] : {std::pair{"dropout", dropout}, std::pair{"attention_dropout", attention_dropout}}) {
+    QKGRAD_CHECK(p >= 0 && p < 1, "LanguageModelConfig: ", name, " must be in [0, 1), got ", p);
+  }
+  QKGRAD_CHECK(attention != AttentionMode::qknorm || qknorm_length > 1,
+               "LanguageModelConfig: qknorm_length (L) must be > 1, got ", qknorm_length);
+  QKGRAD_CHECK(is_floating(dtype), "LanguageModelConfig: dtype must be f32 or f64");
+}
+
+namespace {
+AttentionConfig attention_config(const LanguageModelConfig& c) {
+  AttentionConfig a;
+  a.dim = c.d_model;
+  a.heads = c.heads;
+  a.mode = c.attention;
+  a.qknorm_length = c.qknorm_length;
+  a.dropout = c.attention_dropout;
+  a.rope_base = c.rope_base;
+  return a;
+}
+}  // namespace
+
+// ---- a block ----
+
+DecoderBlock::DecoderBlock(const LanguageModelConfig& c, const InitContext& init)
+    : norm1(make_norm(c.norm, c.d_model, init)),
+      norm2(make_norm(c.norm, c.d_model, init)),
+      attn(attention_config(c), init),
+      ffn(c.d_model, c.ffn, 0.0, init, c.activation),
+      dropout_p(c.dropout) {
+  register_module("norm1", *norm1);
+  register_module("attn", attn);
+  register_module("norm2", *norm2);
+  register_module("ffn", ffn);
+}
+
+Tensor DecoderBlock::forward(const Tensor& x, const std::vector<int64_t>& lengths, Generator& gen) const {
+  const Tensor n1 = norm1->forward(x);                                                            // [B, T, D]
+  const Tensor h = x + dropout(attn.forward(n1, n1, lengths, /*causal=*/true, gen), dropout_p, gen, training());
+  return h + dropout(ffn.forward(norm2->forward(h), gen), dropout_p, gen, training());
+}
+
+Tensor DecoderBlock::forward_step(const Tensor& x_step, KVCache& cache, Generator& gen) const {
+  const Tensor h = x_step + attn.forward_step(norm1->forward(x_step), cache, gen);  // [B, t, D]
+  return h + ffn.forward(norm2->forward(h), gen);
+}
+
+// ---- the model ----
+
+LanguageModel::LanguageModel(const LanguageModelConfig& c, Device device)
+    : config_((c.validate(), c)),
+      init_gen_(c.seed, /*stream=*/1),
+      dropout_gen_(c.seed, /*stream=*/2),
+      init_{init_gen_, c.dtype, device},
+      embedding(c.vocab, c.d_model, /*fixnorm=*/false, init_) {
+  register_module("embedding", embedding);
+  for (int64_t i = 0; i < c.layers; ++i) {
+    blocks.push_back(std::make_unique<DecoderBlock>(c, init_));
+    register_module("blocks." + std::to_string(i), *blocks.back());
+  }
+  final_norm = make_norm(c.norm, c.d_model, init_);
+  register_module("final_norm", *final_norm);
+  if (c.tied_embeddings == "off") {
+    output = std::make_unique<Linear>(c.d_model, c.vocab, /*bias=*/false, 1.0 / std::sqrt(static_cast<double>(c.d_model)),
+                                      init_);
+    register_module("output", *output);
+  }
+}
+
+Tensor LanguageModel::logits(const Tensor& x) const {
+  const Tensor n = final_norm->forward(x);  // [B, T, D]
+  return output ? output->forward(n) : embedding.logits(n);  // [B, T, V]
+}
+
+Tensor LanguageModel::forward(const Tensor& ids, const std::vector<int64_t>& lengths) {
+  QKGRAD_CHECK(ids.rank() == 2, "LanguageModel: ids must be [B, T] token ids, got ", ids.shape());
+  QKGRAD_CHECK(ids.device() == device(), "LanguageModel: ids are on ", device_name(ids.device()), ", the model on ",
+               device_name(device()));
+  Tensor x = dropout(embedding.embed(ids), config_.dropout, dropout_gen_, training());  // [B, T, D]
+  for (const auto& block : blocks) x = block->forward(x, lengths, dropout_gen_);
+  return logits(x);
+}
+
+LanguageModel::DecodeState LanguageModel::start_decoding(int64_t batch, int64_t max_tokens) const {
+  DecodeState state;
+  for (std::size_t i = 0; i < blocks.size(); ++i) state.caches.emplace_back(batch, max_tokens, config_.d_model, config_.dtype, device());
+  return state;
+}
+
+Tensor LanguageModel::decode_step(DecodeState& state, const Tensor& tokens) {
+  QKGRAD_CHECK(tokens.rank() == 2, "LanguageModel::decode_step: tokens must be [B, t] token ids, got ", tokens.shape());
+  QKGRAD_CHECK(state.caches.size() == blocks.size(), "LanguageModel::decode_step: the state has ", state.caches.size(),
+               " caches for ", blocks.size(), " blocks (make it with start_decoding)");
+  Tensor x = embedding.embed(tokens);  // [B, t, D]
+  for (std::size_t i = 0; i < blocks.size(); ++i) x = blocks[i]->forward_step(x, state.caches[i], dropout_gen_);
+  return logits(x);  // [B, t, V]
+}
+
+}  // namespace qkgrad

@@ -1,0 +1,113 @@
+// A decoder-only Transformer language model, the kind QK-norm is used in today (OLMo 2, Qwen 3,
+// Gemma 3, modded-nanogpt), at the size of two CPU cores: PreNorm blocks (RMSNorm by
+// default), causal self-attention through the fused attention op in any of its modes, rotary
+// positions (RoPE) on q and k, a GELU (or ReLU) feed-forward layer, and tied or separate
+// input and output embeddings.
+//
+//   x = embed(ids)                                                        [B, T, D]
+//   block:  x = x + drop(CausalSelfAttn(norm₁(x)));  x = x + drop(FFN(norm₂(x)))
+//   logits = norm_f(x) Eᵀ  (tied: E is the embedding)  or  norm_f(x) W_outᵀ  [B, T, V]
+//
+// With RoPE on, the attention's own norms (qknorm, rms_qknorm, layer_qknorm) come after the
+// rotation; for qknorm's l2 norm the order does not matter (a rotation keeps the length).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/setting.h"
+#include "nn/kv_cache.h"
+#include "nn/layers.h"
+#include "nn/multihead_attention.h"
+#include "ops/attention.h"
+
+namespace qkgrad {
+
+// The language model's hyperparameters, each written once (core/setting.h):
+//   X(type, name, default, resume rule, what it allows, help)
+#define QKGRAD_LANGUAGE_MODEL_HYPERPARAMETERS(X)                                                                       \
+  X(int64_t, layers, 4, Resume::fixed, range(1, 64), "decoder blocks")                                                 \
+  X(int64_t, d_model, 256, Resume::fixed, range(2, 16384), "model width")                                              \
+  X(int64_t, heads, 4, Resume::fixed, range(1, 256), "attention heads")                                                \
+  X(int64_t, ffn, 1024, Resume::fixed, range(1, 65536), "feed-forward width")                                          \
+  X(std::string, activation, "gelu", Resume::fixed, one_of({"relu", "gelu"}), "the feed-forward activation")           \
+  X(NormType, norm, NormType::rms_norm, Resume::fixed, one_of(norm_names()), "the blocks' and the final norm")         \
+  X(AttentionMode, attention, AttentionMode::scaled_dot, Resume::fixed, one_of(attention_mode_names()),                \
+    "attention: scaled_dot (the baseline), qknorm (l2 norm and a learned g), rms_qknorm (RMSNorm of each head's q "   \
+    "and k with learned gains: Qwen 3) or layer_qknorm (qk-layernorm: ViT-22B, Wortsman et al.)")                     \
+  X(double, rope_base, 10000, Resume::fixed, range(0, 1e9), "RoPE's base (0: no positions at all)")                   \
+  X(std::string, tied_embeddings, "on", Resume::fixed, one_of({"on", "off"}),                                          \
+    "on: the output layer is the input embedding; off: a separate [V, D] output matrix")                              \
+  X(DType, dtype, DType::f32, Resume::fixed, one_of({"f32", "f64"}), "float type of the model")                        \
+  X(double, dropout, 0.0, Resume::may_change, range(0, 0.99), "dropout on the residual branches and the embeddings")   \
+  X(double, attention_dropout, 0.0, Resume::may_change, range(0, 0.99), "dropout on the attention probabilities")
+
+struct LanguageModelHyperparameters {
+  QKGRAD_LANGUAGE_MODEL_HYPERPARAMETERS(QKGRAD_SETTING_MEMBER)
+
+  // visit(const SettingInfo&, member&) for each hyperparameter, in the table's order.
+  template <typename Self, typename Visit>
+  static void for_each(Self& self, Visit&& visit) {
+    QKGRAD_LANGUAGE_MODEL_HYPERPARAMETERS(QKGRAD_SETTING_VISIT)
+  }
+};
+
+// The hyperparameters and what a program derives for them.
+struct LanguageModelConfig : LanguageModelHyperparameters {
+  int64_t vocab = 256;        // e.g. bytes
+  double qknorm_length = 64;  // qknorm: g₀ = log2(L² − L), L the typical context length
+  uint64_t seed = 1;          // initialisation, and the dropout stream
+
+  void validate() const;  // throws an Error naming the first bad field
+};
+
+class DecoderBlock : public Module {
+ public:
+  DecoderBlock(const LanguageModelConfig& c, const InitContext& init);
+  // x [B, T, D]; keys at positions >= lengths[b] are padding.
+  Tensor forward(const Tensor& x, const std::vector<int64_t>& lengths, Generator& gen) const;
+  Tensor forward_step(const Tensor& x_step, KVCache& cache, Generator& gen) const;  // x_step [B, t, D]
+
+  std::unique_ptr<NormLayer> norm1, norm2;
+  MultiHeadAttention attn;
+  FeedForward ffn;
+  double dropout_p;
+};
+
+class LanguageModel : public Module {
+ public:
+  explicit LanguageModel(const LanguageModelConfig& config, Device device = Device::cpu);
+
+  // ids [B, T] (i64), right-padded; lengths count each row's real tokens. Returns the logits
+  // [B, T, V] of each position's next token.
+  Tensor forward(const Tensor& ids, const std::vector<int64_t>& lengths);
+
+  // Generation: one KV cache per block, then a step at a time.
+  struct DecodeState {
+    std::vector<KVCache> caches;
+  };
+  DecodeState start_decoding(int64_t batch, int64_t max_tokens) const;
+  // tokens [B, t] (i64): the next tokens of each row -> logits [B, t, V].
+  Tensor decode_step(DecodeState& state, const Tensor& tokens);
+
+  const LanguageModelConfig& config() const { return config_; }
+  Device device() const { return init_.device; }
+  Generator& dropout_generator() { return dropout_gen_; }
+
+ private:
+  Tensor logits(const Tensor& x) const;  // norm_f(x) Eᵀ (or W_outᵀ): [B, T, D] -> [B, T, V]
+
+  LanguageModelConfig config_;
+  Generator init_gen_;
+  Generator dropout_gen_;
+  InitContext init_;
+
+ public:
+  Embedding embedding;
+  std::vector<std::unique_ptr<DecoderBlock>> blocks;
+  std::unique_ptr<NormLayer> final_norm;
+  std::unique_ptr<Linear> output;  // tied_embeddings off only
+};
+
+}  // namespace qkgrad
