@@ -1,6 +1,9 @@
 // Losses: the fused label-smoothed cross-entropy over logits, and NLL over log-probabilities.
 // Both return the summed loss over the non-ignored rows and how many rows that was, so a
 // trainer can normalise by tokens however it likes (per batch, per sentence, ...).
+#include <cmath>
+#include <vector>
+
 #include "core/autograd.h"
 #include "core/backend.h"
 #include "core/error.h"
@@ -36,11 +39,41 @@ int64_t check_targets(const char* op, const char* scores_name, const Tensor& sco
 
 }  // namespace
 
+namespace {
+
+// z-loss (PaLM; Wortsman et al. 2023): λ·Σ over non-ignored rows of lse(z)², lse(z) = log Σ_c e^{z_c}
+// (the log of the softmax's normaliser Z), from the cross-entropy kernel's lse [rows].
+//   z̄ = ȳ · 2λ·lse(z)·softmax(z) = ȳ · 2λ·lse ⊙ exp(z − lse)      (0 for ignored rows)
+// Composed of ops (one extra pass over the logits in the backward), one node on the tape.
+Tensor z_loss_term(const Tensor& logits, const Tensor& lse, const Tensor& targets, double lambda, int64_t ignore_index) {
+  std::vector<double> keep;
+  for (const int64_t t : targets.to_ids()) keep.push_back(t == ignore_index ? 0.0 : 1.0);
+  const Tensor kept_lse = lse * Tensor::from_vector(keep, lse.shape(), lse.dtype(), lse.device());  // [rows...]
+  Tensor term;
+  {
+    NoGradGuard no_grad;
+    term = sum(kept_lse * kept_lse) * lambda;  // []
+  }
+  if (should_record(logits)) {
+    record("cross_entropy", {logits}, {term}, {logits, lse, kept_lse}, [lambda](BackwardContext& ctx) {
+      const Tensor& z = ctx.saved(0);
+      std::vector<int64_t> column = ctx.saved(1).shape().to_vector();
+      column.push_back(1);  // [rows..., 1]: one value per row, broadcast over the classes
+      const Tensor p = exp(z - ctx.saved(1).reshape(Shape(column)));
+      ctx.accumulate(0, p * (ctx.saved(2).reshape(Shape(column)) * (2.0 * lambda)) * ctx.grad_output());
+    });
+  }
+  return term;
+}
+
+}  // namespace
+
 // With p = softmax(z) and q = (1 − ε)·onehot(t) + ε/V (ε = smoothing), per non-ignored row:
-//   loss = −Σ_c q_c log p_c = lse(z) − (1 − ε) z_t − (ε/V) Σ_c z_c
-//   z̄ = ȳ · (p − q)          (0 for ignored rows)
-LossSum cross_entropy(const Tensor& logits, const Tensor& targets, double smoothing, int64_t ignore_index) {
+//   loss = −Σ_c q_c log p_c = lse(z) − (1 − ε) z_t − (ε/V) Σ_c z_c   (+ λ·lse(z)² with z-loss λ)
+//   z̄ = ȳ · (p − q)          (+ ȳ · 2λ·lse(z)·p; 0 for ignored rows)
+LossSum cross_entropy(const Tensor& logits, const Tensor& targets, double smoothing, int64_t ignore_index, double z_loss) {
   QKGRAD_CHECK(smoothing >= 0 && smoothing <= 1, "cross_entropy: smoothing must be in [0, 1], got ", smoothing);
+  QKGRAD_CHECK(z_loss >= 0 && std::isfinite(z_loss), "cross_entropy: z_loss must be >= 0, got ", z_loss);
   const int64_t tokens = check_targets("cross_entropy", "logits", logits, targets, ignore_index);
   QKGRAD_CHECK(logits.size(-1) > 0, "cross_entropy: logits ", logits.shape(), " have no classes");
   Backend& be = backend(logits.device());
@@ -59,6 +92,7 @@ LossSum cross_entropy(const Tensor& logits, const Tensor& targets, double smooth
              ctx.accumulate(0, std::move(dz));
            });
   }
+  if (z_loss > 0) total = total + z_loss_term(logits, lse, targets, z_loss, ignore_index);
   return {total, tokens};
 }
 

@@ -44,8 +44,8 @@
     "x̄ = (ȳ − y (y·ȳ)) / ‖x‖ if ‖x‖ > ε, else ȳ / ε")                                          \
   X(scale_norm, "y = g · x / max(‖x‖, ε), per row, scalar g",                                   \
     "ḡ = Σ ȳ ⊙ u (u = x / max(‖x‖, ε)); x̄ = l2_normalize backward of g ȳ")                     \
-  X(cross_entropy, "L = Σ_rows lse(z) − (1−ε) z_t − (ε/V) Σ z  (q = (1−ε) onehot + ε/V; ignored rows 0)", \
-    "z̄ = L̄ (softmax(z) − q) on non-ignored rows")                                                 \
+  X(cross_entropy, "L = Σ_rows lse(z) − (1−ε) z_t − (ε/V) Σ z  (q = (1−ε) onehot + ε/V; ignored rows 0); z-loss: + λ lse(z)²", \
+    "z̄ = L̄ (softmax(z) − q) on non-ignored rows; z-loss: + L̄ 2λ lse(z) softmax(z)")                \
   X(nll, "L = −Σ_rows log_p[t] (ignored rows 0; gather + mask + sum)", "log_p̄[t] = −L̄")        \
   X(dropout, "y = m ⊙ x / (1 − p), m ~ Bernoulli(1 − p) from the Philox stream",                 \
     "x̄ = m ⊙ ȳ / (1 − p) (m kept as bits: 1/32 of x's float32 memory)")                      \

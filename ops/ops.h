@@ -105,9 +105,10 @@ struct LossSum {
   int64_t tokens;  // non-ignored rows
 };
 // Fused log_softmax + label smoothing: q = (1 − ε)·onehot(target) + ε/V over V classes.
-// logits [..., V], targets (i64) [...].
+// logits [..., V], targets (i64) [...]. z_loss λ > 0 adds λ·lse(z)² per row (PaLM's z-loss:
+// keeps the softmax normaliser near 1; included in `sum`).
 LossSum cross_entropy(const Tensor& logits, const Tensor& targets, double smoothing = 0.0,
-                      int64_t ignore_index = -1);
+                      int64_t ignore_index = -1, double z_loss = 0.0);
 // −Σ log_probs[target] over non-ignored rows; log_probs [..., V], targets (i64) [...].
 LossSum nll(const Tensor& log_probs, const Tensor& targets, int64_t ignore_index = -1);
 

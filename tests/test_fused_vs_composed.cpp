@@ -83,6 +83,22 @@ TEST_CASE("fused cross-entropy with label smoothing equals its definition from l
   }
 }
 
+TEST_CASE("cross-entropy's z-loss equals λ·Σ logsumexp(z)² over the rows that are not ignored", "[fused]") {
+  const Tensor targets = Tensor::from_ids({1, 0, 5, -1, 3}, {5});
+  const Tensor kept = Tensor::from_vector({1, 1, 1, 0, 1}, {5}, DType::f64);
+  for (const double lambda : {1e-4, 0.5}) {
+    INFO("z-loss " << lambda);
+    CHECK(max_difference([&](const auto& x) { return cross_entropy(x[0] + 1.5, targets, 0.1, -1, lambda).sum; },
+                         [&](const auto& x) {
+                           const Tensor lse = logsumexp(x[0] + 1.5, 1) * kept;  // [5]
+                           return cross_entropy(x[0] + 1.5, targets, 0.1, -1).sum + sum(lse * lse) * lambda;
+                         },
+                         {{5, 6}}) < kTolerance);
+  }
+  CHECK_THROWS_WITH(cross_entropy(Tensor::zeros({2, 3}), Tensor::from_ids({0, 1}, {2}), 0.0, -1, -1.0),
+                    Catch::Matchers::Contains("cross_entropy: z_loss must be >= 0, got -1"));
+}
+
 TEST_CASE("fused layer_norm equals (x − mean) / sqrt(var + eps) * gamma + beta", "[fused]") {
   const double eps = 1e-5;
   CHECK(max_difference([&](const auto& x) { return layer_norm(x[0], x[1], x[2], eps); },

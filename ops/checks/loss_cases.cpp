@@ -13,6 +13,13 @@ void add_loss_cases(std::vector<OpCase>& cases) {
   cases.push_back({"cross_entropy", "[2, 3, 4] of 3x, no smoothing, pad id 0", {{{2, 3, 4}, any}}, [](const In& x) {
                      return cross_entropy(x[0] * 3.0, Tensor::from_ids({1, 3, 0, 2, 2, 1}, {2, 3}, x[0].device()), 0.0, 0).sum;
                    }});
+  cases.push_back({"cross_entropy", "[4, 5] of 2x, z-loss 0.3 and smoothing 0.1, one row ignored", {{{4, 5}, any}},
+                   [](const In& x) {
+                     return cross_entropy(x[0] * 2.0, Tensor::from_ids({2, -1, 0, 4}, {4}, x[0].device()), 0.1, -1, 0.3).sum;
+                   }});
+  cases.push_back({"cross_entropy", "[2, 2, 3] + 2 (lse far from 0), z-loss 1e-2", {{{2, 2, 3}, any}}, [](const In& x) {
+                     return cross_entropy(x[0] + 2.0, Tensor::from_ids({1, 0, 2, 2}, {2, 2}, x[0].device()), 0.0, -1, 1e-2).sum;
+                   }});
   cases.push_back({"cross_entropy", "full smoothing (ε = 1: uniform target)", {{{3, 4}, any}}, [](const In& x) {
                      return cross_entropy(x[0], Tensor::from_ids({0, 1, 2}, {3}, x[0].device()), 1.0).sum;
                    }});
