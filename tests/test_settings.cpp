@@ -42,7 +42,7 @@ TEST_CASE("settings: options.json holds every setting and reads back to the same
   s.max_minutes = 2.5;
   const Json j = to_json(s);
   std::size_t settings = 0;  // of the tables, the model's hyperparameters included
-  for_each_setting(s, [&](const SettingInfo&, const auto&) { ++settings; });
+  RunSettings::for_each(s, [&](const SettingInfo&, const auto&) { ++settings; });
   CHECK(settings >= 41);    // as many as there were when every setting was first stored
   CHECK(j.size() == settings);
   CHECK(j.at("data") == "/data/ted");  // absolute, no trailing slash

@@ -2,20 +2,14 @@
 // them. See translation/settings.h.
 #include "translation/settings.h"
 
-#include <CLI/CLI.hpp>
-
 #include <algorithm>
-#include <charconv>
-#include <cstdio>
-#include <cmath>
 #include <filesystem>
 #include <optional>
 #include <stdexcept>
-#include <sstream>
 
 #include "core/error.h"
 #include "io/atomic_file.h"
-#include "io/setting_json.h"
+#include "io/settings_io.h"
 #include "io/text.h"
 
 namespace qkgrad::translation {
@@ -119,17 +113,13 @@ std::string presets_table() {
 }
 
 Json to_json(const RunSettings& s) {
-  Json j = Json::object();
-  for_each_setting(s, [&](const SettingInfo& info, const auto& value) { j[info.key] = setting_to_json(value, info); });
+  Json j = settings_to_json(s);
   j["data"] = absolute_data_dir(s.data);
   return j;
 }
 
 RunSettings from_json(const Json& json, const std::string& source, RunSettings base) {
-  const JsonFields fields(json, source);
-  for_each_setting(base, [&](const SettingInfo& info, auto& value) {
-    if (fields.has(info.key)) setting_from_json(fields, info, value);
-  });
+  settings_from_json(json, source, base);
   check_settings(base, source);
   return base;
 }
@@ -143,133 +133,29 @@ RunSettings load_run_settings(const std::string& options_path) {
 }
 
 bool fixed_on_resume(const std::string& key) {
-  bool fixed = false;
-  const RunSettings any;
-  for_each_setting(any, [&](const SettingInfo& info, const auto&) {
-    fixed = fixed || (key == info.key && info.resume == Resume::fixed);
-  });
-  return fixed;
+  const std::optional<SettingInfo> info = find_setting<RunSettings>(key);
+  return info && info->resume == Resume::fixed;
 }
 
 Allowed allowed_values(const std::string& key) {
-  std::optional<Allowed> found;
-  const RunSettings any;
-  for_each_setting(any, [&](const SettingInfo& info, const auto&) {
-    if (key == info.key) found = info.allowed;
-  });
-  if (!found) throw std::invalid_argument(cat("allowed_values: no setting '", key, "'"));
-  return *found;
+  const std::optional<SettingInfo> info = find_setting<RunSettings>(key);
+  if (!info) throw std::invalid_argument(cat("allowed_values: no setting '", key, "'"));
+  return info->allowed;
 }
 
 void check_settings(const RunSettings& s, const std::string& source) {
-  for_each_setting(s, [&](const SettingInfo& info, const auto& value) {
-    const std::string must = disallowed(value, info.allowed);
-    QKGRAD_CHECK(must.empty(), source.empty() ? "" : source + ": ", "'", info.key, "' must be ", must, ", got ",
-                 setting_to_json(value, info).dump());
-  });
+  check_setting_values(s, source);
   QKGRAD_CHECK(!s.src.empty() && !s.tgt.empty() && s.src != s.tgt, source.empty() ? "" : source + ": ",
                "'src' and 'tgt' must be two different language suffixes, got '", s.src, "' and '", s.tgt, "'");
 }
 
-namespace {
-
-// The 1-based line of `text` where `key = ...` is written (0 if none is found).
-int64_t line_of_key(const std::string& text, const std::string& key) {
-  std::istringstream lines(text);
-  int64_t number = 0;
-  for (std::string line; std::getline(lines, line);) {
-    ++number;
-    const std::size_t start = line.find_first_not_of(" \t");
-    if (start == std::string::npos || line.compare(start, key.size(), key) != 0) continue;
-    const std::size_t after = line.find_first_not_of(" \t", start + key.size());
-    if (after != std::string::npos && line[after] == '=') return number;
-  }
-  return 0;
-}
-
-// A TOML value (as CLI11 gives it: a string without its quotes) as the JSON of a setting's kind
-// (an enum's name is checked by from_json).
-template <typename Enum>
-  requires std::is_enum_v<Enum>
-Json typed_value(const std::string& value, const Enum&) { return value; }
-Json typed_value(const std::string& value, const std::string&) { return value; }
-Json typed_value(const std::string& value, const int64_t&) {
-  int64_t x = 0;
-  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), x);
-  if (ec != std::errc() || end != value.data() + value.size()) throw std::invalid_argument("an integer");
-  return x;
-}
-Json typed_value(const std::string& value, const double&) {
-  double x = 0;
-  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), x);
-  if (ec != std::errc() || end != value.data() + value.size() || !std::isfinite(x)) throw std::invalid_argument("a finite number");
-  return x;
-}
-
-Json read_toml_config(const std::string& path, const std::string& text) {
-  std::istringstream in(text);
-  std::vector<CLI::ConfigItem> items;
-  try {
-    items = CLI::ConfigTOML().from_config(in);
-  } catch (const std::exception& e) {
-    fail(cat(path, ": not a TOML settings file: ", e.what()));
-  }
-  Json out = Json::object();
-  const RunSettings types;
-  for (const CLI::ConfigItem& item : items) {
-    if (item.name == "++" || item.name == "--") continue;  // CLI11's marks around a [section]
-    const int64_t line = line_of_key(text, item.name);
-    const std::string where = line > 0 ? cat(path, ":", line) : path;
-    QKGRAD_CHECK(item.parents.empty(), where, ": '", item.name, "' is in the section [", CLI::detail::join(item.parents, "."),
-                 "]; the settings are top-level keys (no sections)");
-    bool known = false;
-    for_each_setting(types, [&](const SettingInfo& info, const auto& kind) {
-      const std::string key = info.key;
-      if (item.name != key) return;
-      known = true;
-      QKGRAD_CHECK(item.inputs.size() == 1, where, ": '", key, "' must be one value, not a list");
-      try {
-        out[key] = typed_value(item.inputs[0], kind);
-      } catch (const std::invalid_argument& e) {
-        fail(cat(where, ": '", key, "' must be ", e.what(), ", got '", item.inputs[0], "'"));
-      }
-    });
-    QKGRAD_CHECK(known, where, ": unknown setting '", item.name, "' (the keys are those of options.json; see ",
-                 "train --dump-config)");
-  }
-  return out;
-}
-
-}  // namespace
-
 Json read_config_file(const std::string& path) {
-  QKGRAD_CHECK(std::filesystem::is_regular_file(path), "--config ", path, ": no such file");
-  const std::string text = read_file(path, 1 << 20);
-  if (path.size() < 5 || path.compare(path.size() - 5, 5, ".json") != 0) return read_toml_config(path, text);
-  const Json json = parse_json(text, path);
-  QKGRAD_CHECK(json.is_object(), path, ": must be a JSON object of settings");
-  const RunSettings types;
-  for (const auto& item : json.items()) {
-    bool known = false;
-    for_each_setting(types, [&](const SettingInfo& info, const auto&) { known = known || item.key() == info.key; });
-    QKGRAD_CHECK(known, path, ": unknown setting '", item.key(), "' (the keys are those of options.json)");
-  }
-  from_json(json, path, types);  // the kinds, checked here with errors naming the key
-  return json;
+  return read_settings_file<RunSettings>(path, "the keys are those of options.json; see train --dump-config");
 }
 
 std::string to_config_text(const RunSettings& s, const std::map<std::string, std::string>& origin) {
-  std::string text = "# qkgrad-translate train settings: train --config FILE reads them (the keys of options.json)\n";
-  const Json json = to_json(s);
-  for (const auto& item : json.items()) {
-    std::string line = cat(item.key(), " = ", item.value().dump());
-    if (const auto it = origin.find(item.key()); it != origin.end()) {
-      line.append(line.size() < 32 ? 32 - line.size() : 1, ' ');
-      line += "# " + it->second;
-    }
-    text += line + "\n";
-  }
-  return text;
+  return settings_file_text(to_json(s), "qkgrad-translate train settings: train --config FILE reads them (the keys of options.json)",
+                            origin);
 }
 
 TransformerConfig model_config(const RunSettings& s, int64_t vocab, const std::string& vocabulary_id, double L) {

@@ -85,17 +85,17 @@ inline const std::vector<std::string> kPresets = {"tiny", "demo", "small", "pape
 struct RunSettings : TransformerHyperparameters {
   QKGRAD_TRANSLATION_DATA_AND_MODEL_SETTINGS(QKGRAD_SETTING_MEMBER)
   QKGRAD_TRANSLATION_RECIPE_SETTINGS(QKGRAD_SETTING_MEMBER)
-};
 
-// visit(const SettingInfo&, member&) for every setting of a run, the model's hyperparameters
-// included: to_json, from_json, check_settings, fixed_on_resume, config files and train's flags
-// all walk this.
-template <typename Settings, typename Visit>
-void for_each_setting(Settings& self, Visit&& visit) {
-  QKGRAD_TRANSLATION_DATA_AND_MODEL_SETTINGS(QKGRAD_SETTING_VISIT)
-  TransformerHyperparameters::for_each(self, visit);
-  QKGRAD_TRANSLATION_RECIPE_SETTINGS(QKGRAD_SETTING_VISIT)
-}
+  // visit(const SettingInfo&, member&) for every setting of a run, the model's hyperparameters
+  // included: options.json, config files, the checks, the resume rules (io/settings_io.h) and
+  // train's flags all walk this.
+  template <typename Self, typename Visit>
+  static void for_each(Self& self, Visit&& visit) {
+    QKGRAD_TRANSLATION_DATA_AND_MODEL_SETTINGS(QKGRAD_SETTING_VISIT)
+    TransformerHyperparameters::for_each(self, visit);
+    QKGRAD_TRANSLATION_RECIPE_SETTINGS(QKGRAD_SETTING_VISIT)
+  }
+};
 
 // preset_settings throws naming the choices for another name.
 bool is_preset(const std::string& name);

@@ -84,7 +84,7 @@ using FlagsOfKey = std::map<std::string, std::vector<CLI::Option*>>;
 // `s`. Returns each key's flags, for --dump-config to say where a value came from.
 FlagsOfKey add_setting_flags(Args& args, RunSettings& s) {
   FlagsOfKey flags_of_key;
-  for_each_setting(s, [&](const SettingInfo& info, auto& value) {
+  RunSettings::for_each(s, [&](const SettingInfo& info, auto& value) {
     const std::string key = info.key;
     if (key == "dropout") {  // --dropout sets every rate at once
       CLI::Option* all = args.option(
