@@ -388,13 +388,13 @@ std::string run_diatheke(const BibleOptions& options, const std::vector<std::str
   return r.out;
 }
 
-// Checks that both modules are installed, with a message that names the packages if not.
-void check_modules(const BibleOptions& options) {
+// Checks that the modules are installed, with a message that names the packages if not.
+void check_modules(const BibleOptions& options, const std::vector<const std::string*>& modules) {
   const std::string list = run_diatheke(options, {"-b", "system", "-k", "modulelistnames"});
   std::set<std::string> installed;
   std::istringstream lines(list);
   for (std::string line; std::getline(lines, line);) installed.insert(trim(line));
-  for (const std::string* module : {&options.spanish_module, &options.english_module}) {
+  for (const std::string* module : modules) {
     std::string have;
     for (const std::string& m : installed) have += (have.empty() ? "" : ", ") + m;
     QKGRAD_CHECK(installed.count(*module) > 0, "prepare_bible: the SWORD module '", *module,
@@ -555,7 +555,7 @@ std::string BibleStats::summary() const {
 
 BibleStats prepare_bible(const BibleOptions& options) {
   make_out_dir(options.out_dir);
-  check_modules(options);
+  check_modules(options, {&options.spanish_module, &options.english_module});
   BibleStats stats;
   stats.spanish_module = options.spanish_module;
   stats.english_module = options.english_module;
@@ -576,6 +576,58 @@ BibleStats prepare_bible(const BibleOptions& options) {
   const std::string summary = stats.summary();
   write_file_atomically(options.out_dir + "/stats.txt",
                         [&](std::FILE* f) { std::fputs(summary.c_str(), f); });
+  return stats;
+}
+
+// =========================================================================================
+// The English text (qkgrad-lm's default corpus)
+// =========================================================================================
+
+std::string EnglishTextStats::summary() const {
+  std::ostringstream s;
+  s << "English Bible text (qkgrad corpora/bible.cpp, prepare_english_text)\n"
+    << "module: " << english_module << " (" << english_version << ")\n"
+    << "diatheke: " << diatheke_version << "\n\n"
+    << "verses (one a line) and bytes:\n";
+  for (std::size_t i = 0; i < kSplits; ++i) {
+    s << "  " << english_text_file(static_cast<Split>(i)) << ": " << verses[i] << " verses, " << bytes[i] << " bytes\n";
+  }
+  s << "verses dropped (empty after cleaning, or not UTF-8): " << dropped << "\n";
+  return s.str();
+}
+
+const char* english_text_file(Split split) {
+  switch (split) {
+    case Split::train: return "train.txt";
+    case Split::dev: return "valid.txt";
+    case Split::test: return "test.txt";
+  }
+  return "?";
+}
+
+EnglishTextStats prepare_english_text(const BibleOptions& options) {
+  make_out_dir(options.out_dir);
+  check_modules(options, {&options.english_module});
+  EnglishTextStats stats;
+  stats.english_module = options.english_module;
+  stats.diatheke_version = diatheke_version(options);
+  stats.english_version = module_version(options.english_module);
+  std::array<std::vector<std::string>, kSplits> lines;
+  for (const Verse& v : clean_english(read_module(options, options.english_module))) {
+    if (v.text.empty() || !is_valid_utf8(v.text)) {
+      ++stats.dropped;
+      continue;
+    }
+    const auto split = static_cast<std::size_t>(split_of_book(v.ref.book));
+    lines[split].push_back(v.text);
+    stats.verses[split] += 1;
+    stats.bytes[split] += v.text.size() + 1;
+  }
+  for (std::size_t s = 0; s < kSplits; ++s) {
+    write_lines(options.out_dir + "/" + english_text_file(static_cast<Split>(s)), lines[s]);
+  }
+  const std::string summary = stats.summary();
+  write_file_atomically(options.out_dir + "/stats.txt", [&](std::FILE* f) { std::fputs(summary.c_str(), f); });
   return stats;
 }
 

@@ -175,4 +175,24 @@ struct BibleStats {
 // packages), when diatheke fails or runs past the timeout, or when a file cannot be written.
 BibleStats prepare_bible(const BibleOptions& options);
 
+// ---- The English text alone: qkgrad-lm's default corpus ---------------------------------
+
+struct EnglishTextStats {
+  std::array<std::size_t, kSplits> verses{}, bytes{};  // per split (index: Split)
+  std::size_t dropped = 0;                             // empty after cleaning, or not UTF-8
+  std::string english_module, english_version, diatheke_version;
+  std::string summary() const;  // what stats.txt holds
+};
+
+// "train.txt", "valid.txt" (the dev books) or "test.txt".
+const char* english_text_file(Split split);
+
+// Builds a language model's corpus from the English module alone (options.spanish_module is
+// not used): every verse cleaned as for the translation corpus (clean_english), one a line, in
+// canonical order, written to OUT/train.txt, valid.txt and test.txt, split by whole books as
+// prepare_bible splits them (valid: Ezekiel and Romans; test: Daniel and Acts), and
+// OUT/stats.txt. Errors as prepare_bible's.
+EnglishTextStats prepare_english_text(const BibleOptions& options);
+
 }  // namespace qkgrad::corpora
+

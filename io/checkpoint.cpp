@@ -347,6 +347,12 @@ TransformerConfig load_checkpoint_config(const std::string& dir) {
   return c;
 }
 
+Json load_checkpoint_model_json(const std::string& dir) {
+  const std::string path = file_in(dir, "config.json");
+  const Json config = read_config_json(dir);
+  return JsonFields(config, path).at("model");
+}
+
 namespace {
 
 // DIR/config.json (already read: `config`) and DIR/FILE of one save. Another process may

@@ -65,6 +65,9 @@ void save_checkpoint(const std::string& dir, const Json& model_config, const std
 // model.safetensors.
 TransformerConfig load_checkpoint_config(const std::string& dir);
 
+// DIR/config.json's "model" (any model's config), after the checks of the file's format.
+Json load_checkpoint_model_json(const std::string& dir);
+
 // Copies the weights of DIR into `model`. Checks the architecture in config.json against the
 // model's, then every name, shape and dtype; the first mismatch is an Error naming the file,
 // the tensor and both values. The weights are read on the host and copied onto the model's

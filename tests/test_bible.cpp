@@ -508,3 +508,36 @@ TEST_CASE("prepare_bible: the real corpus, end to end", "[bible]") {
   }
   CHECK(files == 7);
 }
+
+TEST_CASE("prepare_english_text: qkgrad-lm's English corpus, end to end", "[bible]") {
+  const std::string why = missing_tools();
+  if (!why.empty()) {
+    WARN("skipped: " << why << "; install with: sudo apt-get install diatheke sword-text-web");
+    return;
+  }
+  TempDir dir;
+  BibleOptions options;
+  options.out_dir = dir.path + "/english";
+  options.spanish_module = "noSuchModule";  // not needed, not checked
+  const EnglishTextStats stats = prepare_english_text(options);
+  std::size_t verses = 0;
+  for (std::size_t s = 0; s < kSplits; ++s) {
+    const std::string path = options.out_dir + "/" + english_text_file(static_cast<Split>(s));
+    const std::vector<std::string> lines = lines_of(path);
+    CHECK(lines.size() == stats.verses[s]);
+    CHECK(fs::file_size(path) == stats.bytes[s]);
+    for (const std::string& line : lines) {
+      if (line.empty() || line.find('<') != std::string::npos || !is_valid_utf8(line)) FAIL("bad line in " << path << ": '" << line << "'");
+    }
+    verses += lines.size();
+  }
+  CHECK(verses > 30000);  // every verse of the English module, not only those aligned with the Spanish
+  CHECK(stats.dropped < 100);
+  // The books of the translation corpus's split: valid starts with Ezekiel, test with Daniel.
+  CHECK(lines_of(options.out_dir + "/train.txt").front() == "In the beginning, God created the heavens and the earth.");
+  CHECK(lines_of(options.out_dir + "/valid.txt").front().rfind("Now in the thirtieth year, in the fourth month", 0) == 0);
+  CHECK(lines_of(options.out_dir + "/test.txt").front().rfind("In the third year of the reign of Jehoiakim", 0) == 0);
+  CHECK(lines_of(options.out_dir + "/stats.txt").size() > 5);
+  options.english_module = "noSuchModule";
+  CHECK_THROWS_WITH(prepare_english_text(options), Contains("'noSuchModule' is not installed"));
+}

@@ -253,7 +253,7 @@ class Trainer {
   // Returns false when a resumed run is already finished (it says so).
   bool build_model() {
     model_ = &task_.build_model(context_);  // the optimizer state follows the parameters
-    AdamOptions adam;
+    AdamOptions adam = settings_.adam;
     adam.lr = settings_.lr;
     opt_ = std::make_unique<Adam>(model_->named_parameters(), adam);
     params_ = model_->parameters();

@@ -24,6 +24,7 @@
 #include "io/checkpoint.h"
 #include "io/json.h"
 #include "nn/module.h"
+#include "nn/optim.h"
 #include "training/metrics.h"
 #include "training/progress.h"
 #include "training/run_dir.h"
@@ -40,6 +41,8 @@ struct LoopSettings {
   int64_t keep_last = 0;           // model-only checkpoints/step-N kept, the newest K (0: none)
   int64_t accumulate = 1;          // micro-batches per batch on each rank
   double lr = 3e-4, clip = 1.0;    // the peak learning rate; the gradient norm's clip (0: none)
+  // Adam's betas, epsilon and weight decay (decoupled: AdamW); its lr is the schedule's.
+  AdamOptions adam;
   int64_t warmup = 0;
   std::string schedule = "plateau";  // plateau (x0.8 after 3 evaluations without a better best), cosine, inverse_sqrt
   std::string precision = "f32";     // f32 or bf16 (ops/precision.h)

@@ -24,7 +24,7 @@
 #include "translation/settings.h"
 #include "translation/subwords.h"
 #include "translation/trained_model.h"
-#include "translation/usage.h"
+#include "training/device_flag.h"
 
 namespace qkgrad::translation {
 
@@ -51,7 +51,7 @@ void check_precision(const RunSettings& s, Device device) {
 // Checked first, before anything is read or written: a usage error (exit 2) creates no run
 // directory. Returns the device (--device cuda without CUDA support, or without a GPU, is one).
 Device check_train_settings(const RunSettings& s) {
-  const Device device = parse_device("qkgrad-translate train", s.device);
+  const Device device = training::parse_device("qkgrad-translate train", s.device);
   check_settings(s, "train");  // each setting's range or choices (translation/settings.cpp)
   // The model's shape is checked now, before anything is written or trained: a bad combination
   // of sizes is a usage error, not a failure after the subwords have been trained.

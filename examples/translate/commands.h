@@ -43,7 +43,7 @@
 #include "translation/averaging.h"
 #include "translation/trained_model.h"
 #include "translation/trainer.h"
-#include "translation/usage.h"
+#include "training/device_flag.h"
 
 namespace qkgrad::translate_cli {
 

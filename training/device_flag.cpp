@@ -1,8 +1,8 @@
-#include "translation/usage.h"
+#include "training/device_flag.h"
 
 #include "core/backend.h"
 
-namespace qkgrad::translation {
+namespace qkgrad::training {
 
 Device parse_device(const std::string& program, const std::string& name) {
   if (name == "cpu") return Device::cpu;
@@ -15,4 +15,4 @@ Device parse_device(const std::string& program, const std::string& name) {
   return Device::cuda;
 }
 
-}  // namespace qkgrad::translation
+}  // namespace qkgrad::training
