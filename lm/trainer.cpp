@@ -72,8 +72,9 @@ training::LoopSettings loop_settings(const LmSettings& s) {
   return l;
 }
 
-// Curves: train and validation loss per byte, validation bits per byte, the learning rate and
-// the attention gains (QKNorm's g, or the mean of each q/k norm's γ).
+// Curves: train and validation loss per byte, validation bits per byte, the learning rate, each
+// block's largest attention logit and attention entropy, and the attention gains (QKNorm's g,
+// or the mean of each q/k norm's γ).
 void write_curves(const RunDir& run, const History& h, const std::string& title) {
   std::vector<svg::Panel> panels;
   svg::Panel loss{"loss per byte (nats)", "step", "loss", {{"train", h.series("train_loss")}, {"valid", h.series("dev_loss")}}};
@@ -83,6 +84,11 @@ void write_curves(const RunDir& run, const History& h, const std::string& title)
   panels.push_back(loss);
   panels.push_back({"validation bits per byte", "step", "bits", {{"valid", h.series("dev_bits_per_byte")}}});
   panels.push_back({"learning rate", "step", "lr", {{"lr", h.series("lr", "train_loss")}}});
+  svg::Panel logits{"largest attention logit |s| (probe windows of valid.txt)", "step", "max |logit|", {}};
+  for (const auto& [name, points] : h.object_series("attn_max_logit")) logits.series.push_back({name, points});
+  svg::Panel entropy{"mean attention entropy (nats)", "step", "entropy", {}};
+  for (const auto& [name, points] : h.object_series("attn_entropy")) entropy.series.push_back({name, points});
+  if (!logits.series.empty()) panels.insert(panels.end(), {logits, entropy});
   if (const auto gains = h.object_series("g"); !gains.empty()) {
     svg::Panel panel{"attention gains (QKNorm's g, or the mean of a norm's γ)", "step", "gain", {}};
     for (const auto& [name, points] : gains) panel.series.push_back({name, points});
@@ -126,6 +132,7 @@ class LanguageModelTask : public training::Task {
   Module& build_model(TaskContext&) override {
     model_ = std::make_unique<LanguageModel>(model_config(settings_), device_);
     plan_ = std::make_unique<WindowPlan>(train_->full(), settings_.batch_size);
+    probe_ = valid_->batch(spread_windows(valid_->count(), kProbeWindows), device_);
     return *model_;
   }
   std::string describe_model() const override {
@@ -180,13 +187,21 @@ class LanguageModelTask : public training::Task {
     e.line = cat("valid ", s.line());
     return e;
   }
+  // Each log line: every block's largest attention logit and mean attention entropy on the
+  // probe (the first windows of valid.txt), and the attention gains (QKNorm's g, the mean γ).
   Json log_extras() const override {
-    Json g = Json::object();
+    Json extras = Json::object(), g = Json::object();
     for (const auto& [name, t] : model_->named_parameters()) {
       const bool gain = name.ends_with("attn.g") || name.ends_with("q_norm.gamma") || name.ends_with("k_norm.gamma");
       if (gain) g[name] = t.numel() == 1 ? t.item() : mean(t).item();
     }
-    return g.empty() ? Json::object() : Json{{"g", g}};
+    if (!g.empty()) extras["g"] = g;
+    const std::vector<LanguageModel::AttentionProbe> probes = model_->probe_attention(probe_.inputs, probe_.lengths);
+    for (std::size_t i = 0; i < probes.size(); ++i) {
+      extras["attn_max_logit"][cat("block ", i)] = probes[i].max_logit;
+      extras["attn_entropy"][cat("block ", i)] = probes[i].mean_entropy;
+    }
+    return extras;
   }
   void write_curves(const RunDir& run, const History& history) const override {
     lm::write_curves(run, history, cat("qkgrad-lm ", attention_mode_name(settings_.attention), " (", settings_.preset, ")"));
@@ -200,6 +215,8 @@ class LanguageModelTask : public training::Task {
   std::unique_ptr<LanguageModel> model_;
   std::unique_ptr<WindowPlan> plan_;
   std::vector<int64_t> windows_;
+  static constexpr int64_t kProbeWindows = 4;
+  Windows::Batch probe_;  // the windows whose attention each log line records
 };
 
 }  // namespace

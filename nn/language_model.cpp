@@ -1,5 +1,6 @@
 #include "nn/language_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -23,6 +24,8 @@ void LanguageModelConfig::validate() const {
   QKGRAD_CHECK(attention != AttentionMode::qknorm || qknorm_length > 1,
                "LanguageModelConfig: qknorm_length (L) must be > 1, got ", qknorm_length);
   QKGRAD_CHECK(is_floating(dtype), "LanguageModelConfig: dtype must be f32 or f64");
+  QKGRAD_CHECK(qk_norm_scope == "head" || qk_norm_position == "before_rope", "LanguageModelConfig: a QK norm over the "
+               "whole projection (qk_norm_scope projection, OLMo 2) comes before the rotation (qk_norm_position before_rope)");
 }
 
 namespace {
@@ -34,6 +37,9 @@ AttentionConfig attention_config(const LanguageModelConfig& c) {
   a.qknorm_length = c.qknorm_length;
   a.dropout = c.attention_dropout;
   a.rope_base = c.rope_base;
+  a.norm_before_rope = c.qk_norm_position == "before_rope";
+  a.norm_whole_projection = c.qk_norm_scope == "projection";
+  a.gain_one_plus_w = c.qk_gain == "one_plus_w";
   return a;
 }
 }  // namespace
@@ -112,6 +118,56 @@ Tensor LanguageModel::decode_step(DecodeState& state, const Tensor& tokens) {
   Tensor x = embedding.embed(tokens);  // [B, t, D]
   for (std::size_t i = 0; i < blocks.size(); ++i) x = blocks[i]->forward_step(x, state.caches[i], dropout_gen_);
   return logits(x);  // [B, t, V]
+}
+
+// ---- watching the attention ----
+
+namespace {
+// max |S_ij| over the finite entries of logits [B, H, T, T], and the mean entropy of softmax rows.
+LanguageModel::AttentionProbe probe_logits(const Tensor& logits) {
+  const std::vector<double> S = logits.to_vector();
+  const int64_t T = logits.size(3), rows = logits.numel() / T;
+  LanguageModel::AttentionProbe p;
+  int64_t counted = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* row = S.data() + r * T;
+    double top = -INFINITY;
+    for (int64_t j = 0; j < T; ++j) {
+      if (std::isfinite(row[j])) {
+        top = std::max(top, row[j]);
+        p.max_logit = std::max(p.max_logit, std::abs(row[j]));
+      }
+    }
+    if (!std::isfinite(top)) continue;  // a padding query's row: every key masked
+    double z = 0, weighted = 0;  // H = ln Z − Σ e^(s−top) (s − top) / Z, with Z = Σ e^(s−top)
+    for (int64_t j = 0; j < T; ++j) {
+      if (!std::isfinite(row[j])) continue;
+      const double e = std::exp(row[j] - top);
+      z += e;
+      weighted += e * (row[j] - top);
+    }
+    p.mean_entropy += std::log(z) - weighted / z;
+    ++counted;
+  }
+  p.mean_entropy /= static_cast<double>(std::max<int64_t>(counted, 1));
+  return p;
+}
+}  // namespace
+
+std::vector<LanguageModel::AttentionProbe> LanguageModel::probe_attention(const Tensor& ids, const std::vector<int64_t>& lengths) {
+  const bool was_training = training();
+  eval();
+  NoGradGuard no_grad;
+  for (auto& b : blocks) b->attn.record_logits = true;
+  (void)forward(ids, lengths);
+  std::vector<AttentionProbe> probes;
+  for (auto& b : blocks) {
+    probes.push_back(probe_logits(b->attn.last_logits));
+    b->attn.record_logits = false;
+    b->attn.last_logits = Tensor();
+  }
+  if (was_training) train();
+  return probes;
 }
 
 }  // namespace qkgrad

@@ -8,8 +8,10 @@
 //   block:  x = x + drop(CausalSelfAttn(norm₁(x)));  x = x + drop(FFN(norm₂(x)))
 //   logits = norm_f(x) Eᵀ  (tied: E is the embedding)  or  norm_f(x) W_outᵀ  [B, T, V]
 //
-// With RoPE on, the attention's own norms (qknorm, rms_qknorm, layer_qknorm) come after the
-// rotation; for qknorm's l2 norm the order does not matter (a rotation keeps the length).
+// The QK norms of rms_qknorm and layer_qknorm come before the rotation by default (Qwen 3,
+// Gemma 3), per head or over the whole projection (OLMo 2), with gains γ or 1 + w (Gemma 3), or
+// after it inside the fused op (qk_norm_position); for qknorm's l2 norm the order does not
+// matter (a rotation keeps the length).
 #pragma once
 
 #include <memory>
@@ -36,6 +38,14 @@ namespace qkgrad {
   X(AttentionMode, attention, AttentionMode::scaled_dot, Resume::fixed, one_of(attention_mode_names()),                \
     "attention: scaled_dot (the baseline), qknorm (l2 norm and a learned g), rms_qknorm (RMSNorm of each head's q "   \
     "and k with learned gains: Qwen 3) or layer_qknorm (qk-layernorm: ViT-22B, Wortsman et al.)")                     \
+  X(std::string, qk_norm_position, "before_rope", Resume::fixed, one_of({"before_rope", "after_rope"}),               \
+    "rms_qknorm, layer_qknorm: normalise q and k before the rotation (Qwen 3, Gemma 3, OLMo 2) or after it, inside "  \
+    "the fused attention op (qknorm's l2 norm commutes with the rotation: either is the same)")                      \
+  X(std::string, qk_norm_scope, "head", Resume::fixed, one_of({"head", "projection"}),                                 \
+    "rms_qknorm, layer_qknorm: a norm per head (Qwen 3, Gemma 3) or one over the whole q (and k) projection before "  \
+    "the split into heads (OLMo 2; before_rope only)")                                                                \
+  X(std::string, qk_gain, "gamma", Resume::fixed, one_of({"gamma", "one_plus_w"}),                                     \
+    "the q and k norms' gains: gamma initialised to 1, or 1 + w with w initialised to 0 (Gemma 3)")                   \
   X(double, rope_base, 10000, Resume::fixed, range(0, 1e9), "RoPE's base (0: no positions at all)")                   \
   X(std::string, tied_embeddings, "on", Resume::fixed, one_of({"on", "off"}),                                          \
     "on: the output layer is the input embedding; off: a separate [V, D] output matrix")                              \
@@ -90,6 +100,15 @@ class LanguageModel : public Module {
   DecodeState start_decoding(int64_t batch, int64_t max_tokens) const;
   // tokens [B, t] (i64): the next tokens of each row -> logits [B, t, V].
   Tensor decode_step(DecodeState& state, const Tensor& tokens);
+
+  // How large and how peaked each block's attention is on ids [B, T] (no gradient, no dropout):
+  // the largest |logit| over the entries a query sees (Wortsman et al.'s instability signal:
+  // it grows without bound before a high learning rate diverges) and the mean entropy (nats)
+  // of the probability rows (collapse: near 0).
+  struct AttentionProbe {
+    double max_logit = 0, mean_entropy = 0;
+  };
+  std::vector<AttentionProbe> probe_attention(const Tensor& ids, const std::vector<int64_t>& lengths);
 
   const LanguageModelConfig& config() const { return config_; }
   Device device() const { return init_.device; }

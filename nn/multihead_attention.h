@@ -26,6 +26,15 @@ struct AttentionConfig {
                               // rms_qknorm / layer_qknorm: gains (and biases) [H, d] instead of [d]
   double dropout = 0.0;       // on the attention probabilities
   double rope_base = 0;       // > 0: rotary positions on q and k (self-attention; ops/rope.cpp) with this base
+  // rms_qknorm / layer_qknorm only: where and how q and k are normalised.
+  //   norm_before_rope off: the fused attention op normalises each head, after the rotation.
+  //   norm_before_rope on: this module normalises q and k (the rms_norm / layer_norm ops), then
+  //     rotates them, then runs scaled dot-product attention: Qwen 3's and Gemma 3's order;
+  //   norm_whole_projection (with norm_before_rope): one norm over all H·d of q (and of k)
+  //     before the split into heads, gains [H·d]: OLMo 2;
+  //   gain_one_plus_w: each gain is 1 + w, w initialised to 0 (Gemma 3's parametrisation; the
+  //     same function, another point for weight decay to pull towards).
+  bool norm_before_rope = false, norm_whole_projection = false, gain_one_plus_w = false;
 };
 
 class MultiHeadAttention : public Module {
@@ -52,12 +61,16 @@ class MultiHeadAttention : public Module {
   AttentionOptions options(const std::vector<int64_t>& key_lengths, bool causal, Generator& gen) const;
 
   // For visualisation: when record_probs is on, every forward keeps its attention
-  // probabilities [B, H, Tq, Tk] in last_probs.
-  bool record_probs = false;
-  mutable Tensor last_probs;
+  // probabilities [B, H, Tq, Tk] in last_probs; when record_logits is on, its logits
+  // [B, H, Tq, Tk] (masked entries −∞; computed once more, composed: attention_logits) in
+  // last_logits. Neither has a gradient.
+  bool record_probs = false, record_logits = false;
+  mutable Tensor last_probs, last_logits;
 
-  // The attention op's parameters of this module's mode.
+  // The attention op's parameters of this module's mode (none when this module normalises q and
+  // k itself: norm_before_rope).
   AttentionParams params() const;
+  bool normalises_before_op() const { return config.norm_before_rope && normalises_heads(config.mode); }
 
   AttentionConfig config;
   Linear q_proj, k_proj, v_proj, out_proj;
@@ -66,6 +79,12 @@ class MultiHeadAttention : public Module {
   // only) biases, initialised to 0; each [d] (or [H, d] with per_head_g). Checkpoint names:
   // q_norm.gamma, k_norm.gamma, q_norm.beta, k_norm.beta.
   Tensor q_gain, k_gain, q_bias, k_bias;
+
+ private:
+  // q and k [B, T, H·d] rotated and (norm_before_rope) normalised first; the first at `position`.
+  Tensor prepare(const Tensor& x, const Tensor& gain, const Tensor& bias, int64_t position) const;
+  Tensor normalise(const Tensor& x, const Tensor& gain, const Tensor& bias) const;  // norm_before_rope
+  Tensor effective_gain(const Tensor& gain) const;  // γ, or 1 + w
 };
 
 }  // namespace qkgrad

@@ -72,6 +72,10 @@ struct AttentionOutput {
 AttentionOutput attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& params,
                           const AttentionOptions& options);
 
+// The logits S [B, H, Tq, Tk] of the mode (the masked entries −∞), composed from primitive ops:
+// the first half of attention_reference, for the programs that watch their size (the largest
+// attention logit, the entropy of softmax(S)).
+Tensor attention_logits(const Tensor& q, const Tensor& k, const AttentionParams& params, const AttentionOptions& options);
 // The same function built from primitive ops (l2_normalize, mean, rsqrt, matmul, masked_fill,
 // softmax, dropout): slower and hungrier, but easy to read. Tests and the benchmark compare
 // against it.

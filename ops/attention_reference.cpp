@@ -19,17 +19,16 @@ Tensor normalise(const Tensor& x, const Tensor& gain, const Tensor& bias, const 
 }
 }  // namespace
 
-AttentionOutput attention_reference(const Tensor& q, const Tensor& k_all, const Tensor& v_all,
-                                    const AttentionParams& params, const AttentionOptions& o) {
+Tensor attention_logits(const Tensor& q, const Tensor& k_all, const AttentionParams& params, const AttentionOptions& o) {
   const Tensor& g = params.g;
   QKGRAD_CHECK(q.rank() == 3 && k_all.rank() == 3 && q.size(2) % o.heads == 0,
-               "attention_reference: q and k must be [B, T, H·d]");
+               "attention_logits: q and k must be [B, T, H·d]");
   const int64_t B = q.size(0), Tq = q.size(1), H = o.heads, d = q.size(2) / H;
   const int64_t Tk = o.kv_length >= 0 ? o.kv_length : k_all.size(1);
-  const Tensor k = slice(k_all, 1, 0, Tk), v = slice(v_all, 1, 0, Tk);
+  const Tensor k = slice(k_all, 1, 0, Tk);
   // [B, T, H·d] -> [B, H, T, d]
   auto heads = [&](const Tensor& x) { return permute(x.reshape({B, x.size(1), H, d}), {0, 2, 1, 3}); };
-  const Tensor qh = heads(q), kh = heads(k), vh = heads(v);
+  const Tensor qh = heads(q), kh = heads(k);
   Tensor S;  // [B, H, Tq, Tk]
   if (o.mode == AttentionMode::qknorm) {
     const Tensor gain = g.numel() == H && H > 1 ? g.reshape({H, 1, 1}) : g.reshape({});
@@ -48,7 +47,15 @@ AttentionOutput attention_reference(const Tensor& q, const Tensor& k_all, const 
       for (int64_t j = 0; j < Tk; ++j)
         mask[(b * Tq + i) * Tk + j] = (j >= length || (o.causal && j > i + o.query_offset)) ? 1 : 0;
   }
-  S = masked_fill(S, Tensor::from_vector(mask, {B, 1, Tq, Tk}, q.dtype(), q.device()), -INFINITY);
+  return masked_fill(S, Tensor::from_vector(mask, {B, 1, Tq, Tk}, q.dtype(), q.device()), -INFINITY);
+}
+
+AttentionOutput attention_reference(const Tensor& q, const Tensor& k_all, const Tensor& v_all,
+                                    const AttentionParams& params, const AttentionOptions& o) {
+  const int64_t B = q.size(0), Tq = q.size(1), H = o.heads, d = q.size(2) / H;
+  const int64_t Tk = o.kv_length >= 0 ? o.kv_length : k_all.size(1);
+  const Tensor vh = permute(slice(v_all, 1, 0, Tk).reshape({B, Tk, H, d}), {0, 2, 1, 3});  // [B, H, Tk, d]
+  const Tensor S = attention_logits(q, k_all, params, o);                                // [B, H, Tq, Tk]
   const Tensor P = softmax(S);
   const Tensor P_dropped = o.dropout > 0 ? dropout(P, o.dropout, *o.generator) : P;
   const Tensor out = permute(matmul(P_dropped, vh), {0, 2, 1, 3}).reshape({B, Tq, H * d});

@@ -253,3 +253,39 @@ TEST_CASE("LM settings: presets, options.json round trip, resume rules, the mode
   CHECK(c.qknorm_length == 128);
   CHECK(c.layers == 4);
 }
+
+TEST_CASE("probe_attention: the largest attention logit and the mean entropy of each block", "[lm]") {
+  LanguageModelConfig c = tiny_config();
+  c.layers = 2;
+  LanguageModel model(c);
+  const int64_t T = 6;
+  const Tensor ids = Tensor::from_ids({72, 101, 108, 108, 111, 33}, {1, T});
+  const auto before = model.probe_attention(ids, {T});
+  REQUIRE(before.size() == 2);
+  CHECK(before[0].max_logit > 0);
+  // Queries 10 times as long: every logit 10 times as large (scaled dot-product is linear in q).
+  {
+    NoGradGuard no_grad;
+    Tensor w = model.blocks[0]->attn.q_proj.weight;
+    w.copy_(w * 10.0);
+  }
+  CHECK(model.probe_attention(ids, {T})[0].max_logit == Approx(10 * before[0].max_logit).epsilon(1e-5));
+  // Zero queries: every logit 0, so query i's row is uniform over its i + 1 keys: entropy ln(i + 1).
+  {
+    NoGradGuard no_grad;
+    Tensor w = model.blocks[1]->attn.q_proj.weight;
+    w.copy_(w * 0.0);
+  }
+  double expected = 0;
+  for (int64_t i = 0; i < T; ++i) expected += std::log(static_cast<double>(i + 1)) / T;
+  const auto zero = model.probe_attention(ids, {T});
+  CHECK(zero[1].max_logit == 0);
+  CHECK(zero[1].mean_entropy == Approx(expected).epsilon(1e-9));
+  CHECK(model.training());  // the probe leaves the mode as it found it
+  // QKNorm's logits are bounded by its gain g (|g q̂·k̂| <= g).
+  LanguageModel qk(tiny_config(AttentionMode::qknorm));
+  const double g = qk.blocks[0]->attn.g.item();
+  const auto probe = qk.probe_attention(ids, {T});
+  CHECK(probe[0].max_logit <= g + 1e-6);
+  CHECK(probe[0].mean_entropy <= std::log(static_cast<double>(T)));
+}

@@ -71,6 +71,27 @@ void add_attention_cases(std::vector<OpCase>& cases) {
                    [ramp](const std::vector<Tensor>& x) { return ramp(rope(x[0], 2)); }});
   cases.push_back({"rope", "B1 T2 H1 d6 from position 5, base 100 (large angles)", {{{1, 2, 6}, InputDomain::normal}},
                    [ramp](const std::vector<Tensor>& x) { return ramp(rope(x[0], 1, 5, 100.0)); }});
+  // The QK norm before the rotation (nn/multihead_attention.h's norm_before_rope): RMSNorm of each
+  // head with gains [d] (Qwen 3), or of the whole projection with gains [H·d] (OLMo 2), then RoPE,
+  // then causal scaled dot-product attention. Inputs q, k, v [1, 3, 8] (H 2, d 4) and the gains.
+  for (const bool whole : {false, true}) {
+    const Shape gain = whole ? Shape{8} : Shape{4};
+    cases.push_back({"rope", whole ? "after RMSNorm of the whole q and k projection (OLMo 2), in causal attention"
+                                   : "after RMSNorm of each head of q and k (Qwen 3), in causal attention",
+                     {{{1, 3, 8}, InputDomain::normal}, {{1, 3, 8}, InputDomain::normal}, {{1, 3, 8}, InputDomain::normal},
+                      {gain, InputDomain::normal}, {gain, InputDomain::normal}},
+                     [whole](const std::vector<Tensor>& x) {
+                       auto norm = [whole](const Tensor& v, const Tensor& g) {
+                         const Tensor rows = whole ? v : v.reshape({1, 3, 2, 4});
+                         return rms_norm(rows, g * 2.0).reshape({1, 3, 8});  // gains ~ N(0, 4)
+                       };
+                       AttentionOptions o;
+                       o.heads = 2;
+                       o.mode = AttentionMode::scaled_dot;
+                       o.causal = true;
+                       return attention(rope(norm(x[0], x[3]), 2), rope(norm(x[1], x[4]), 2), x[2], Tensor(), o).out;
+                     }});
+  }
   for (AttentionMode mode : {AttentionMode::rms_qknorm, AttentionMode::layer_qknorm}) {
     AttentionOptions plain;
     cases.push_back(normalised_case(mode, "cross-attention B2 Tq3 Tk4 H2 d3, shared gains [d]", 2, 3, 4, 2, 3, plain, false));
