@@ -8,6 +8,8 @@
                                                                         (one PyTorch measurement)
     python3 bench/compare_torch.py check [--qkgrad PATH]                (is it the same model and step?)
     python3 bench/compare_torch.py attention [--shape 16,8,64,64]       (the fused attention op alone)
+    python3 bench/compare_torch.py lm [...]                             (the language model's step:
+                                                                        bench/compare_torch_lm.py)
     python3 bench/compare_torch.py gpu [--qkgrad build-gpu/bench/qkgrad-bench] [--rounds 3]
                                    [--attn qknorm,scaled_dot] [--jsonl FILE]  (both steps on the GPU)
 
@@ -1347,6 +1349,10 @@ def run_gpu(argv):
 
 
 def main(argv):
+    if argv and argv[0] in ("lm", "lm-step"):  # the language model's step: bench/compare_torch_lm.py
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import compare_torch_lm
+        return compare_torch_lm.main(argv[1:] if argv[0] == "lm" else argv)
     if argv and argv[0] == "torch-step":
         return run_worker(argv[1:])
     if argv and argv[0] == "check":

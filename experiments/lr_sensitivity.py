@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The table and pictures of the learning-rate sensitivity study (experiments/lr_sensitivity.sh).
 
-    python3 experiments/lr_sensitivity.py experiments/results/NAME
+    python3 experiments/lr_sensitivity.py experiments/results/NAME [--out DIR]
 
 Reads every record NAME/MODE-lrLR-seedS (outcome.json, metrics.jsonl) and writes, from them alone:
+(into DIR instead with --out: scripts/test.sh regenerates them there and compares)
   experiments/results/NAME.md            per run: final validation loss, whether and when it
                                          diverged, each block's largest attention logit over training
                                          and the attention entropy at the end; per mode: Wortsman et
@@ -145,15 +146,16 @@ def svg_chart(title, x_label, y_label, series, log_x):
 
 
 def main():
-    if len(sys.argv) != 2:
+    args = sys.argv[1:]
+    if len(args) not in (1, 3) or (len(args) == 3 and args[1] != "--out"):
         sys.exit(__doc__)
-    root = sys.argv[1].rstrip("/")
+    root = args[0].rstrip("/")
     name = os.path.basename(root)
     runs = [read_run(os.path.join(root, d)) for d in sorted(os.listdir(root))
             if re.fullmatch(r"[a-z_]+-lr[0-9.e+-]+-seed[0-9]+", d) and os.path.exists(os.path.join(root, d, "outcome.json"))]
     if not runs:
         sys.exit(f"error: {root} holds no records (MODE-lrLR-seedS/outcome.json); run experiments/lr_sensitivity.sh first")
-    out_dir = os.path.dirname(root)
+    out_dir = args[2] if len(args) == 3 else os.path.dirname(root)
     with open(os.path.join(out_dir, name + ".md"), "w") as f:
         f.write(table(runs, name))
     loss_series = []

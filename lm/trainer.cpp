@@ -68,7 +68,7 @@ training::LoopSettings loop_settings(const LmSettings& s) {
   l.adam.beta2 = s.beta2;
   l.adam.weight_decay = s.weight_decay;
   l.adam.decoupled = true;
-  l.adam.no_decay = {"norm", ".g", "bias"};  // the norms' gains, QKNorm's g, the biases
+  l.adam.no_decay = LanguageModel::no_weight_decay();
   return l;
 }
 

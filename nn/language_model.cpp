@@ -40,6 +40,7 @@ AttentionConfig attention_config(const LanguageModelConfig& c) {
   a.norm_before_rope = c.qk_norm_position == "before_rope";
   a.norm_whole_projection = c.qk_norm_scope == "projection";
   a.gain_one_plus_w = c.qk_gain == "one_plus_w";
+  a.bias = c.biases == "on";
   return a;
 }
 }  // namespace
@@ -50,7 +51,7 @@ DecoderBlock::DecoderBlock(const LanguageModelConfig& c, const InitContext& init
     : norm1(make_norm(c.norm, c.d_model, init)),
       norm2(make_norm(c.norm, c.d_model, init)),
       attn(attention_config(c), init),
-      ffn(c.d_model, c.ffn, 0.0, init, c.activation),
+      ffn(c.d_model, c.ffn, 0.0, init, c.activation, c.biases == "on"),
       dropout_p(c.dropout) {
   register_module("norm1", *norm1);
   register_module("attn", attn);

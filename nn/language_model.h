@@ -1,7 +1,7 @@
 // A decoder-only Transformer language model, the kind QK-norm is used in today (OLMo 2, Qwen 3,
 // Gemma 3, modded-nanogpt), at the size of two CPU cores: PreNorm blocks (RMSNorm by
 // default), causal self-attention through the fused attention op in any of its modes, rotary
-// positions (RoPE) on q and k, a GELU (or ReLU) feed-forward layer, and tied or separate
+// positions (RoPE) on q and k, a GELU (ReLU, SwiGLU) feed-forward layer, biases or none, and tied or separate
 // input and output embeddings.
 //
 //   x = embed(ids)                                                        [B, T, D]
@@ -33,7 +33,11 @@ namespace qkgrad {
   X(int64_t, d_model, 256, Resume::fixed, range(2, 16384), "model width")                                              \
   X(int64_t, heads, 4, Resume::fixed, range(1, 256), "attention heads")                                                \
   X(int64_t, ffn, 1024, Resume::fixed, range(1, 65536), "feed-forward width")                                          \
-  X(std::string, activation, "gelu", Resume::fixed, one_of({"relu", "gelu"}), "the feed-forward activation")           \
+  X(std::string, activation, "gelu", Resume::fixed, one_of({"relu", "gelu", "swiglu"}),                               \
+    "the feed-forward layer: relu or gelu, or swiglu, silu(x W1) * (x W3) then W2 (Llama, Qwen 3, OLMo 2; a third "  \
+    "matrix: lower --ffn to about 2/3 to keep the size)")                                                            \
+  X(std::string, biases, "on", Resume::fixed, one_of({"on", "off"}),                                                   \
+    "biases in the attention projections and the feed-forward layer (off: none, as in Llama, Qwen 3, OLMo 2)")        \
   X(NormType, norm, NormType::rms_norm, Resume::fixed, one_of(norm_names()), "the blocks' and the final norm")         \
   X(AttentionMode, attention, AttentionMode::scaled_dot, Resume::fixed, one_of(attention_mode_names()),                \
     "attention: scaled_dot (the baseline), qknorm (l2 norm and a learned g), rms_qknorm (RMSNorm of each head's q "   \
@@ -109,6 +113,10 @@ class LanguageModel : public Module {
     double max_logit = 0, mean_entropy = 0;
   };
   std::vector<AttentionProbe> probe_attention(const Tensor& ids, const std::vector<int64_t>& lengths);
+
+  // The parameters weight decay leaves alone, as AdamOptions::no_decay fragments: the norms'
+  // gains and biases, QKNorm's g, the biases.
+  static std::vector<std::string> no_weight_decay() { return {"norm", ".g", "bias"}; }
 
   const LanguageModelConfig& config() const { return config_; }
   Device device() const { return init_.device; }

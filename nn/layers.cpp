@@ -60,20 +60,26 @@ std::unique_ptr<NormLayer> make_norm(NormType type, int64_t dim, const InitConte
   return std::make_unique<ScaleNorm>(dim, 1e-5, init);
 }
 
-FeedForward::FeedForward(int64_t dim, int64_t hidden, double dropout, const InitContext& init, const std::string& activation)
-    : fc1(dim, hidden, true, std::sqrt(2.0 / static_cast<double>(dim + hidden)), init),
-      fc2(hidden, dim, true, std::sqrt(2.0 / static_cast<double>(dim + hidden)), init),
+FeedForward::FeedForward(int64_t dim, int64_t hidden, double dropout, const InitContext& init, const std::string& act,
+                         bool bias)
+    : fc1(dim, hidden, bias, std::sqrt(2.0 / static_cast<double>(dim + hidden)), init),
+      fc2(hidden, dim, bias, std::sqrt(2.0 / static_cast<double>(dim + hidden)), init),
       dropout_p(dropout),
-      gelu(activation == "gelu") {
-  QKGRAD_CHECK(activation == "relu" || activation == "gelu", "FeedForward: activation must be relu or gelu, got '",
-               activation, "'");
+      activation(act) {
+  QKGRAD_CHECK(act == "relu" || act == "gelu" || act == "swiglu", "FeedForward: activation must be relu, gelu or swiglu, got '",
+               act, "'");
   register_module("fc1", fc1);
   register_module("fc2", fc2);
+  if (act == "swiglu") {
+    gate = std::make_unique<Linear>(dim, hidden, bias, std::sqrt(2.0 / static_cast<double>(dim + hidden)), init);
+    register_module("gate", *gate);
+  }
 }
 
 Tensor FeedForward::forward(const Tensor& x, Generator& gen) const {
   const Tensor h = fc1.forward(x);  // [B, T, F]
-  return fc2.forward(qkgrad::dropout(gelu ? qkgrad::gelu(h) : relu(h), dropout_p, gen, training()));
+  const Tensor a = activation == "gelu" ? qkgrad::gelu(h) : activation == "relu" ? relu(h) : silu(h) * gate->forward(x);
+  return fc2.forward(qkgrad::dropout(a, dropout_p, gen, training()));
 }
 
 }  // namespace qkgrad

@@ -79,12 +79,17 @@ std::unique_ptr<NormLayer> make_norm(NormType type, int64_t dim, const InitConte
 // initialisation).
 class FeedForward : public Module {
  public:
-  FeedForward(int64_t dim, int64_t hidden, double dropout, const InitContext& init, const std::string& activation = "relu");
+  // activation: relu or gelu, fc2(drop(act(fc1 x))); or swiglu, fc2(drop(silu(fc1 x) ⊙ gate x))
+  // (Shazeer 2020; Llama, Qwen, OLMo), with a third matrix `gate` [hidden, dim]. bias: whether
+  // the matrices have biases.
+  FeedForward(int64_t dim, int64_t hidden, double dropout, const InitContext& init, const std::string& activation = "relu",
+              bool bias = true);
   Tensor forward(const Tensor& x, Generator& gen) const;
 
   Linear fc1, fc2;
+  std::unique_ptr<Linear> gate;  // swiglu only
   double dropout_p;
-  bool gelu;  // else relu
+  std::string activation;
 };
 
 }  // namespace qkgrad

@@ -14,10 +14,10 @@ double projection_std(int64_t dim) { return std::sqrt(2.0 / (5.0 * static_cast<d
 
 MultiHeadAttention::MultiHeadAttention(const AttentionConfig& c, const InitContext& init)
     : config(c),
-      q_proj(c.dim, c.dim, true, projection_std(c.dim), init),
-      k_proj(c.dim, c.dim, true, projection_std(c.dim), init),
-      v_proj(c.dim, c.dim, true, projection_std(c.dim), init),
-      out_proj(c.dim, c.dim, true, projection_std(c.dim), init) {
+      q_proj(c.dim, c.dim, c.bias, projection_std(c.dim), init),
+      k_proj(c.dim, c.dim, c.bias, projection_std(c.dim), init),
+      v_proj(c.dim, c.dim, c.bias, projection_std(c.dim), init),
+      out_proj(c.dim, c.dim, c.bias, projection_std(c.dim), init) {
   QKGRAD_CHECK(c.heads >= 1 && c.dim % c.heads == 0, "MultiHeadAttention: dim ", c.dim,
                " is not divisible into ", c.heads, " heads");
   register_module("q_proj", q_proj);

@@ -35,6 +35,7 @@ struct AttentionConfig {
   //   gain_one_plus_w: each gain is 1 + w, w initialised to 0 (Gemma 3's parametrisation; the
   //     same function, another point for weight decay to pull towards).
   bool norm_before_rope = false, norm_whole_projection = false, gain_one_plus_w = false;
+  bool bias = true;  // biases in the four projections
 };
 
 class MultiHeadAttention : public Module {

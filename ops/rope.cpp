@@ -14,6 +14,9 @@
 // (so it runs wherever they do); the op records one node whose backward is `rotate` by −pθ.
 // Rotating q and k this way makes q·k depend on their positions only through p_q − p_k.
 #include <cmath>
+#include <deque>
+#include <mutex>
+#include <tuple>
 #include <vector>
 
 #include "core/autograd.h"
@@ -41,10 +44,28 @@ std::pair<Tensor, Tensor> rotation_tables(int64_t T, int64_t m, int64_t first, d
   return {Tensor::from_vector(c, {T, 1, m}, dtype, device), Tensor::from_vector(s, {T, 1, m}, dtype, device)};
 }
 
+// The tables of the last few requests, by their arguments: a training step asks for the same
+// ones in every layer, forward and backward, for q and k. Never freed (a leak on purpose: no
+// tensor may outlive its device's backend at exit).
+std::pair<Tensor, Tensor> cached_rotation_tables(int64_t T, int64_t m, int64_t first, double base, double sign, DType dtype,
+                                                 Device device) {
+  using Key = std::tuple<int64_t, int64_t, int64_t, double, double, DType, Device>;
+  static auto* cache = new std::deque<std::pair<Key, std::pair<Tensor, Tensor>>>();
+  static auto* mutex = new std::mutex();
+  const Key key{T, m, first, base, sign, dtype, device};
+  const std::lock_guard<std::mutex> lock(*mutex);
+  for (const auto& [k, tables] : *cache) {
+    if (k == key) return tables;
+  }
+  if (cache->size() >= 16) cache->pop_front();
+  cache->emplace_back(key, rotation_tables(T, m, first, base, sign, dtype, device));
+  return cache->back().second;
+}
+
 // x [B, T, H·d] turned by sign·pθ (sign −1: the inverse rotation, the backward).
 Tensor rotate(const Tensor& x, int64_t heads, int64_t first, double base, double sign) {
   const int64_t B = x.shape()[0], T = x.shape()[1], d = x.shape()[2] / heads, m = d / 2;
-  const auto [cos, sin] = rotation_tables(T, m, first, base, sign, x.dtype(), x.device());  // [T, 1, m]
+  const auto [cos, sin] = cached_rotation_tables(T, m, first, base, sign, x.dtype(), x.device());  // [T, 1, m]
   const Tensor xh = x.reshape({B, T, heads, d});                                            // [B, T, H, d]
   const Tensor x1 = slice(xh, 3, 0, m), x2 = slice(xh, 3, m, d);                            // [B, T, H, m]
   return concat({x1 * cos - x2 * sin, x2 * cos + x1 * sin}, 3).reshape(x.shape());          // [B, T, H·d]

@@ -93,9 +93,25 @@ fi
 rm -rf "$planted"
 
 # ---- the committed experiment tables are what their committed records give ----
-stage "experiment tables (experiments/summarize.py on experiments/results/NAME/)"
+stage "experiment tables (experiments/summarize.py or lr_sensitivity.py on experiments/results/NAME/)"
 for records in experiments/results/*/; do
   name=$(basename "$records")
+  if [ -f "experiments/results/$name-loss.svg" ]; then  # a learning-rate sweep: experiments/lr_sensitivity.py
+    mkdir -p "$log_dir/$name"
+    if python3 experiments/lr_sensitivity.py "$records" --out "$log_dir/$name" > /dev/null 2> "$log_dir/$name.err" &&
+       diff -u "experiments/results/$name.md" "$log_dir/$name/$name.md" > "$log_dir/$name.diff" &&
+       diff -q "experiments/results/$name-loss.svg" "$log_dir/$name/$name-loss.svg" >> "$log_dir/$name.diff" &&
+       diff -q "experiments/results/$name-logits.svg" "$log_dir/$name/$name-logits.svg" >> "$log_dir/$name.diff"; then
+      echo "experiments/results/$name.md and its pictures: match their records"
+      passed=$((passed + 1))
+    else
+      echo "error: experiments/results/$name.md or $name-*.svg is not what its records in $records give;"
+      echo "       regenerate them: python3 experiments/lr_sensitivity.py $records"
+      cat "$log_dir/$name.err" "$log_dir/$name.diff"
+      failed=$((failed + 1))
+    fi
+    continue
+  fi
   if python3 experiments/summarize.py "$records" "$name" > "$log_dir/$name.md" 2> "$log_dir/$name.err" &&
      diff -u "experiments/results/$name.md" "$log_dir/$name.md" > "$log_dir/$name.diff"; then
     echo "experiments/results/$name.md: matches its records"

@@ -3,12 +3,14 @@
 gains.py reads the learned gains of a checkpoint and refuses a malformed one with an error that
 names the file; summarize.py names the file and line of a malformed record and says what one
 run per mode can and cannot tell; lengths.py tabulates hypothesis / reference length; overlay.py
-draws several runs' curves on one set of axes.
+draws several runs' curves on one set of axes; lr_sensitivity.py computes Wortsman's LR
+sensitivity from a sweep's records and draws its pictures.
 
     python3 -m unittest tests/test_experiment_helpers.py    (from the repository root)
 """
 import importlib.util
 import json
+import math
 import os
 import struct
 import subprocess
@@ -21,6 +23,7 @@ GAINS = os.path.join(ROOT, "experiments", "gains.py")
 LENGTHS = os.path.join(ROOT, "experiments", "lengths.py")
 OVERLAY = os.path.join(ROOT, "experiments", "overlay.py")
 SUMMARIZE = os.path.join(ROOT, "experiments", "summarize.py")
+LR_SENSITIVITY = os.path.join(ROOT, "experiments", "lr_sensitivity.py")
 
 
 def run(*args):
@@ -288,3 +291,55 @@ class LengthsTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class LrSensitivityTest(unittest.TestCase):
+    """experiments/lr_sensitivity.py on records written here: two modes, three learning rates."""
+
+    def record(self, root, mode, lr, seed, final_loss, diverged=None, logits=(3.0, 5.0)):
+        path = os.path.join(root, f"{mode}-lr{lr}-seed{seed}")
+        os.makedirs(path)
+        with open(os.path.join(path, "outcome.json"), "w") as f:
+            json.dump({"mode": mode, "lr": lr, "seed": seed, "diverged_at_step": diverged}, f)
+        with open(os.path.join(path, "metrics.jsonl"), "w") as f:
+            for step, logit in zip((10, 20), logits):
+                f.write(json.dumps({"step": step, "train_loss": 2.0, "attn_max_logit": {"block 0": logit, "block 1": 1.0},
+                                    "attn_entropy": {"block 0": 1.5, "block 1": 2.5}}) + "\n")
+            if diverged is None:
+                f.write(json.dumps({"step": 20, "dev_loss": final_loss}) + "\n")
+
+    def test_sensitivity_table_and_pictures(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            root = os.path.join(tmp, "sweep")
+            # scaled_dot: 2.0 at the best lr, 2.6 at another, diverged at the third (counted at ln 256).
+            self.record(root, "scaled_dot", "1e-3", 1, 2.6)
+            self.record(root, "scaled_dot", "1e-2", 1, 2.0)
+            self.record(root, "scaled_dot", "0.1", 1, None, diverged=57, logits=(40.0, 900.0))
+            # qknorm: two seeds, averaged per lr before the best is taken.
+            for seed, losses in ((1, (2.2, 2.0, 2.3)), (2, (2.4, 2.2, 2.1))):
+                for lr, loss in zip(("1e-3", "1e-2", "0.1"), losses):
+                    self.record(root, "qknorm", lr, seed, loss)
+            status, out, err = run(LR_SENSITIVITY, root)
+            self.assertEqual(status, 0, err)
+            with open(os.path.join(tmp, "sweep.md")) as f:
+                table = f.read()
+            l0 = math.log(256)
+            expected_scaled = ((2.6 - 2.0) + 0 + (l0 - 2.0)) / 3
+            self.assertIn(f"| scaled_dot | {expected_scaled:.3f} | 0.01 | 2.000 | 1 of 3 |", table)
+            self.assertIn(f"| qknorm | {((2.3 - 2.1) + 0 + (2.2 - 2.1)) / 3:.3f} | 0.01 | 2.100 | 0 of 6 |", table)
+            self.assertIn("| scaled_dot | 0.1 | 1 | — | 57 | 900.0, 1.0 | 1.50, 2.50 |", table)
+            for picture in ("sweep-loss.svg", "sweep-logits.svg"):
+                with open(os.path.join(tmp, picture)) as f:
+                    self.assertTrue(f.read().startswith("<svg"))
+            # --out: the same files elsewhere, byte for byte.
+            other = os.path.join(tmp, "other")
+            os.makedirs(other)
+            self.assertEqual(run(LR_SENSITIVITY, root, "--out", other)[0], 0)
+            with open(os.path.join(other, "sweep.md")) as f:
+                self.assertEqual(f.read(), table)
+
+    def test_no_records(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            status, _, err = run(LR_SENSITIVITY, tmp)
+            self.assertNotEqual(status, 0)
+            self.assertIn("holds no records", err)

@@ -141,6 +141,30 @@ TEST_CASE("language model: gradcheck of the whole loss in every attention mode, 
   }
 }
 
+TEST_CASE("language model: SwiGLU and no biases, gradchecked; their parameters", "[language_model]") {
+  LanguageModelConfig c = tiny_lm(AttentionMode::rms_qknorm);
+  c.layers = 1;
+  c.activation = "swiglu";
+  c.biases = "off";
+  LanguageModel model(c);
+  std::vector<std::string> names;
+  for (const auto& [name, t] : model.named_parameters()) names.push_back(name);
+  CHECK(std::find(names.begin(), names.end(), "blocks.0.ffn.gate.weight") != names.end());
+  for (const std::string& name : names) CHECK(name.find("bias") == std::string::npos);
+  const Tensor ids = Tensor::from_ids({3, 7, 1, 9, 4, 5, 2, 0}, {2, 4});
+  const Tensor next = Tensor::from_ids({7, 1, 9, 4, 2, 8, -1, -1}, {2, 4});
+  const GradcheckResult r = gradcheck(
+      [&](const std::vector<Tensor>&) { return cross_entropy(model.forward(ids, {4, 2}), next, 0.0, -1).sum; }, model.parameters());
+  CHECK(r.passed);
+  // The feed-forward layer is fc2(silu(fc1 x) ⊙ gate x).
+  NoGradGuard no_grad;
+  const FeedForward& f = model.blocks[0]->ffn;
+  Generator gen(1);
+  const Tensor x = Tensor::randn({1, 3, 8}, gen, DType::f64);
+  const Tensor composed = f.fc2.forward(silu(f.fc1.forward(x)) * f.gate->forward(x));
+  CHECK(f.forward(x, gen).to_vector() == composed.to_vector());
+}
+
 TEST_CASE("language model: parameter names, and errors naming the field", "[language_model]") {
   LanguageModelConfig c = tiny_lm(AttentionMode::rms_qknorm, DType::f32);
   c.tied_embeddings = "off";
