@@ -40,6 +40,8 @@ def read_json(path):
 
 def read_jsonl(path):
     lines = []
+    if not os.path.exists(path):
+        sys.exit(f"error: {path}: no such file; every record holds outcome.json and metrics.jsonl (experiments/lr_sensitivity.sh)")
     with open(path) as f:
         for number, line in enumerate(f, 1):
             try:
@@ -156,6 +158,7 @@ def main():
     if not runs:
         sys.exit(f"error: {root} holds no records (MODE-lrLR-seedS/outcome.json); run experiments/lr_sensitivity.sh first")
     out_dir = args[2] if len(args) == 3 else os.path.dirname(root)
+    os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, name + ".md"), "w") as f:
         f.write(table(runs, name))
     loss_series = []

@@ -30,6 +30,7 @@ modes=${MODES:-scaled_dot qknorm rms_qknorm layer_qknorm}
 lrs=${LRS:-3e-4 1e-3 3e-3 1e-2 3e-2 0.1 0.3 1}
 seeds=${SEEDS:-1 2}
 parallel=${PARALLEL:-2}
+[[ $parallel =~ ^[1-9][0-9]*$ ]] || { echo "error: PARALLEL must be a number >= 1, got '$parallel'" >&2; exit 2; }
 lm=build/examples/qkgrad-lm
 [ -x "$lm" ] || { echo "error: $lm is missing: build first (scripts/test.sh, or ninja -C build)" >&2; exit 2; }
 data=experiments/runs/english
@@ -56,15 +57,19 @@ run_one() {  # MODE LR SEED
   "$lm" train "${args[@]}" > "$run.log" 2>&1 || status=$?
   local diverged=null
   if [ "$status" != 0 ]; then
-    if grep -q 'is not finite' "$run.log"; then
-      diverged=$(grep -o 'train: step [0-9]*' "$run.log" | tail -1 | grep -o '[0-9]*$')
-    else
-      echo "error: $id failed (exit $status); see $run.log" >&2
+    # The NaN guard's message ("train: step N (...): the loss is not finite"), or the update's
+    # ("the update of step N made the parameter ... non-finite"): the step where it diverged.
+    local line
+    line=$(grep -m1 -E 'is not finite|non-finite' "$run.log" || true)
+    diverged=$(grep -oE 'step [0-9]+' <<<"$line" | head -1 | grep -oE '[0-9]+' || true)
+    if [ -z "$diverged" ]; then
+      echo "error: $id failed (exit $status); see $run.log:" >&2
       tail -3 "$run.log" >&2
       return 1
     fi
   fi
   mkdir -p "$record"
+  [ -f "$run/metrics.jsonl" ] || : > "$run/metrics.jsonl"  # diverged before its first log line
   cp "$run/options.json" "$run/metrics.jsonl" "$record/"
   printf '{"mode": "%s", "lr": %s, "seed": %s, "diverged_at_step": %s}\n' "$mode" "$lr" "$seed" "$diverged" > "$record/outcome.json"
   echo "$id: $( [ "$diverged" = null ] && echo finished || echo "diverged at step $diverged")"

@@ -23,8 +23,7 @@ std::string TextScore::line() const {
 
 TextScore score_text(LanguageModel& model, const Windows& text, const std::vector<int64_t>& windows, int64_t batch_size,
                      const std::function<void(int64_t, int64_t)>& shown) {
-  const bool was_training = model.training();
-  model.eval();
+  const EvalMode eval_mode(model);
   NoGradGuard no_grad;
   TextScore score;
   const auto total = static_cast<int64_t>(windows.size());
@@ -36,7 +35,6 @@ TextScore score_text(LanguageModel& model, const Windows& text, const std::vecto
     score.bytes += l.tokens;
     if (shown) shown(std::min(total, start + batch_size), total);
   }
-  if (was_training) model.train();
   return score;
 }
 

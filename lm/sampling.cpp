@@ -50,8 +50,7 @@ std::string generate(LanguageModel& model, const std::string& prompt, const Samp
                      const std::function<void(std::string_view)>& emit) {
   QKGRAD_CHECK(o.context >= 2, "generate: the context must be >= 2 bytes, got ", o.context);
   QKGRAD_CHECK(o.temperature >= 0 && std::isfinite(o.temperature), "generate: the temperature must be >= 0, got ", o.temperature);
-  const bool was_training = model.training();
-  model.eval();
+  const EvalMode eval_mode(model);
   NoGradGuard no_grad;
   Generator gen(o.seed, /*stream=*/3);
   std::string text = prompt.empty() ? std::string("\n") : prompt;  // everything the model has read
@@ -78,7 +77,6 @@ std::string generate(LanguageModel& model, const std::string& prompt, const Samp
     logits = step.to_vector();  // [1, 1, 256]
     ++cached;
   }
-  if (was_training) model.train();
   return out;
 }
 

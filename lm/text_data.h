@@ -27,7 +27,8 @@ std::string split_path(const std::string& data, const std::string& split);
 
 class Windows {
  public:
-  Windows(const std::string& text, int64_t context);
+  Windows(const std::string& text, int64_t context);  // keeps a pointer to `text`
+  Windows(std::string&&, int64_t) = delete;
   int64_t full() const;   // windows of C targets
   int64_t count() const;  // all windows, a shorter last one included
   int64_t targets(int64_t window) const;  // its number of targets (C, or fewer for the last)

@@ -4,7 +4,7 @@
 //   QKGRAD_LANGUAGE_MODEL_HYPERPARAMETERS, "vocab", "qknorm_length", "seed"}
 //
 // (io/checkpoint.h writes and reads the files; the weights by their names, e.g.
-// "blocks.0.attn.w_q.weight".)
+// "blocks.0.attn.q_proj.weight".)
 #pragma once
 
 #include <memory>

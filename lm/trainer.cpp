@@ -117,6 +117,8 @@ class LanguageModelTask : public training::Task {
     QKGRAD_CHECK(train_->full() >= 1, split_path(settings_.data, "train.txt"), " has ", train_text_.size(),
                  " bytes: too few for one window of --context ", settings_.context, " (it needs ", settings_.context + 1,
                  "); give more text or a smaller --context");
+    QKGRAD_CHECK(valid_->count() >= 1, split_path(settings_.data, "valid.txt"), " has ", valid_text_.size(),
+                 " byte: nothing to predict; the validation text needs at least 2 bytes");
     c.progress.message(cat("data: train ", train_text_.size(), " bytes (", train_->full(), " windows of ", settings_.context,
                            "); valid ", valid_text_.size(), " bytes"));
     c.check_signal("reading the corpus");
@@ -188,12 +190,13 @@ class LanguageModelTask : public training::Task {
     return e;
   }
   // Each log line: every block's largest attention logit and mean attention entropy on the
-  // probe (the first windows of valid.txt), and the attention gains (QKNorm's g, the mean γ).
+  // probe (4 windows spread over valid.txt), and the attention gains (QKNorm's g, the mean γ).
   Json log_extras() const override {
     Json extras = Json::object(), g = Json::object();
     for (const auto& [name, t] : model_->named_parameters()) {
       const bool gain = name.ends_with("attn.g") || name.ends_with("q_norm.gamma") || name.ends_with("k_norm.gamma");
-      if (gain) g[name] = t.numel() == 1 ? t.item() : mean(t).item();
+      const double offset = gain && name.ends_with("gamma") && settings_.qk_gain == "one_plus_w" ? 1.0 : 0.0;  // 1 + w
+      if (gain) g[name] = offset + (t.numel() == 1 ? t.item() : mean(t).item());
     }
     if (!g.empty()) extras["g"] = g;
     const std::vector<LanguageModel::AttentionProbe> probes = model_->probe_attention(probe_.inputs, probe_.lengths);

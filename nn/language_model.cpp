@@ -26,6 +26,10 @@ void LanguageModelConfig::validate() const {
   QKGRAD_CHECK(is_floating(dtype), "LanguageModelConfig: dtype must be f32 or f64");
   QKGRAD_CHECK(qk_norm_scope == "head" || qk_norm_position == "before_rope", "LanguageModelConfig: a QK norm over the "
                "whole projection (qk_norm_scope projection, OLMo 2) comes before the rotation (qk_norm_position before_rope)");
+  const bool default_form = qk_norm_position == "before_rope" && qk_norm_scope == "head" && qk_gain == "gamma";
+  QKGRAD_CHECK(normalises_heads(attention) || default_form, "LanguageModelConfig: qk_norm_position, qk_norm_scope and "
+               "qk_gain shape the norms of rms_qknorm and layer_qknorm; attention ", attention_mode_name(attention),
+               " has none (leave them at before_rope, head, gamma)");
 }
 
 namespace {
@@ -124,13 +128,15 @@ Tensor LanguageModel::decode_step(DecodeState& state, const Tensor& tokens) {
 // ---- watching the attention ----
 
 namespace {
-// max |S_ij| over the finite entries of logits [B, H, T, T], and the mean entropy of softmax rows.
-LanguageModel::AttentionProbe probe_logits(const Tensor& logits) {
+// max |S_ij| over the finite entries of logits [B, H, T, T] of the real queries (i < lengths[b]),
+// and the mean entropy of their softmax rows.
+LanguageModel::AttentionProbe probe_logits(const Tensor& logits, const std::vector<int64_t>& lengths) {
   const std::vector<double> S = logits.to_vector();
-  const int64_t T = logits.size(3), rows = logits.numel() / T;
+  const int64_t H = logits.size(1), T = logits.size(3), rows = logits.numel() / T;
   LanguageModel::AttentionProbe p;
   int64_t counted = 0;
   for (int64_t r = 0; r < rows; ++r) {
+    if (r % T >= lengths[r / (H * T)]) continue;  // a padding query
     const double* row = S.data() + r * T;
     double top = -INFINITY;
     for (int64_t j = 0; j < T; ++j) {
@@ -139,7 +145,7 @@ LanguageModel::AttentionProbe probe_logits(const Tensor& logits) {
         p.max_logit = std::max(p.max_logit, std::abs(row[j]));
       }
     }
-    if (!std::isfinite(top)) continue;  // a padding query's row: every key masked
+    if (!std::isfinite(top)) continue;  // no visible key
     double z = 0, weighted = 0;  // H = ln Z − Σ e^(s−top) (s − top) / Z, with Z = Σ e^(s−top)
     for (int64_t j = 0; j < T; ++j) {
       if (!std::isfinite(row[j])) continue;
@@ -156,18 +162,22 @@ LanguageModel::AttentionProbe probe_logits(const Tensor& logits) {
 }  // namespace
 
 std::vector<LanguageModel::AttentionProbe> LanguageModel::probe_attention(const Tensor& ids, const std::vector<int64_t>& lengths) {
-  const bool was_training = training();
-  eval();
+  // The model is in eval mode, and its blocks record their logits, for this call only, whatever throws.
+  const EvalMode eval_mode(*this);
+  struct StopRecording {
+    std::vector<std::unique_ptr<DecoderBlock>>& blocks;
+    ~StopRecording() {
+      for (auto& b : blocks) {
+        b->attn.record_logits = false;
+        b->attn.last_logits = Tensor();
+      }
+    }
+  } stop_recording{blocks};
   NoGradGuard no_grad;
   for (auto& b : blocks) b->attn.record_logits = true;
   (void)forward(ids, lengths);
   std::vector<AttentionProbe> probes;
-  for (auto& b : blocks) {
-    probes.push_back(probe_logits(b->attn.last_logits));
-    b->attn.record_logits = false;
-    b->attn.last_logits = Tensor();
-  }
-  if (was_training) train();
+  for (auto& b : blocks) probes.push_back(probe_logits(b->attn.last_logits, lengths));
   return probes;
 }
 

@@ -114,9 +114,10 @@ class LanguageModel : public Module {
   };
   std::vector<AttentionProbe> probe_attention(const Tensor& ids, const std::vector<int64_t>& lengths);
 
-  // The parameters weight decay leaves alone, as AdamOptions::no_decay fragments: the norms'
-  // gains and biases, QKNorm's g, the biases.
-  static std::vector<std::string> no_weight_decay() { return {"norm", ".g", "bias"}; }
+  // The parameters weight decay leaves alone, as AdamOptions::no_decay fragments (substrings of
+  // the names): the norms' gains and biases ("norm": norm1, q_norm, final_norm, ...), QKNorm's
+  // g ("attn.g"), the biases.
+  static std::vector<std::string> no_weight_decay() { return {"norm", "attn.g", "bias"}; }
 
   const LanguageModelConfig& config() const { return config_; }
   Device device() const { return init_.device; }

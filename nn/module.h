@@ -64,4 +64,17 @@ class Module {
   bool training_ = true;
 };
 
+// Eval mode for a scope: the module's mode before is restored when it ends, also by an exception.
+class EvalMode {
+ public:
+  explicit EvalMode(Module& m) : module_(m), was_training_(m.training()) { m.eval(); }
+  ~EvalMode() { module_.train(was_training_); }
+  EvalMode(const EvalMode&) = delete;
+  EvalMode& operator=(const EvalMode&) = delete;
+
+ private:
+  Module& module_;
+  bool was_training_;
+};
+
 }  // namespace qkgrad

@@ -32,8 +32,10 @@ struct AttentionConfig {
   //     rotates them, then runs scaled dot-product attention: Qwen 3's and Gemma 3's order;
   //   norm_whole_projection (with norm_before_rope): one norm over all H·d of q (and of k)
   //     before the split into heads, gains [H·d]: OLMo 2;
-  //   gain_one_plus_w: each gain is 1 + w, w initialised to 0 (Gemma 3's parametrisation; the
-  //     same function, another point for weight decay to pull towards).
+  //   gain_one_plus_w: each gain is 1 + w, w initialised to 0 (Gemma 3's parametrisation: the
+  //     same function; weight decay on w would pull the gain towards 1 instead of 0, but
+  //     qkgrad-lm's AdamW leaves the norms' gains undecayed, and Adam's step does not depend on
+  //     the parameter's value, so there the two forms train alike).
   bool norm_before_rope = false, norm_whole_projection = false, gain_one_plus_w = false;
   bool bias = true;  // biases in the four projections
 };

@@ -96,7 +96,7 @@ rm -rf "$planted"
 stage "experiment tables (experiments/summarize.py or lr_sensitivity.py on experiments/results/NAME/)"
 for records in experiments/results/*/; do
   name=$(basename "$records")
-  if [ -f "experiments/results/$name-loss.svg" ]; then  # a learning-rate sweep: experiments/lr_sensitivity.py
+  if compgen -G "$records*/outcome.json" > /dev/null; then  # a learning-rate sweep: experiments/lr_sensitivity.py
     mkdir -p "$log_dir/$name"
     if python3 experiments/lr_sensitivity.py "$records" --out "$log_dir/$name" > /dev/null 2> "$log_dir/$name.err" &&
        diff -u "experiments/results/$name.md" "$log_dir/$name/$name.md" > "$log_dir/$name.diff" &&

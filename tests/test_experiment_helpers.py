@@ -289,9 +289,6 @@ class LengthsTest(unittest.TestCase):
         self.assertIn("nope.en: No such file", err)
 
 
-if __name__ == "__main__":
-    unittest.main()
-
 
 class LrSensitivityTest(unittest.TestCase):
     """experiments/lr_sensitivity.py on records written here: two modes, three learning rates."""
@@ -343,3 +340,7 @@ class LrSensitivityTest(unittest.TestCase):
             status, _, err = run(LR_SENSITIVITY, tmp)
             self.assertNotEqual(status, 0)
             self.assertIn("holds no records", err)
+
+
+if __name__ == "__main__":
+    unittest.main()

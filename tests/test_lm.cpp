@@ -68,8 +68,9 @@ TEST_CASE("Windows: each byte after the first is a target once; the last window 
   int64_t all = 0;
   for (int64_t i = 0; i < w.count(); ++i) all += w.targets(i);
   CHECK(all == 9);
-  CHECK(Windows("ab", 4).full() == 0);  // one target: no full window
-  CHECK(Windows("ab", 4).count() == 1);
+  const std::string two = "ab";
+  CHECK(Windows(two, 4).full() == 0);  // one target: no full window
+  CHECK(Windows(two, 4).count() == 1);
   // Bytes above 127 are tokens 128..255, not negative numbers.
   const std::string utf8 = "\xc3\xa9!";
   CHECK(Windows(utf8, 2).batch({0}, Device::cpu).inputs.to_ids() == std::vector<int64_t>{0xc3, 0xa9});
@@ -230,8 +231,12 @@ TEST_CASE("generate: the KV cache gives the bytes a full forward pass gives; the
   CHECK(generate(model, prompt, o) == long_text);  // the same seed: the same text
   o.seed = 2;
   CHECK(generate(model, prompt, o) != long_text);
+  // --stop-at: the text ends at the first occurrence of the stop text (here the sixth byte's).
+  o.seed = 1;
   o.stop_at = std::string(1, long_text[5]);
-  CHECK(generate(model, prompt, o).size() <= 40);
+  const std::string stopped = generate(model, prompt, o);
+  CHECK(stopped == long_text.substr(0, long_text.find(o.stop_at) + 1));
+  CHECK(stopped.size() <= 6);
 }
 
 TEST_CASE("LM settings: presets, options.json round trip, resume rules, the model derived", "[lm]") {

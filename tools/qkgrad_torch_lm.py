@@ -121,4 +121,4 @@ class LanguageModel(nn.Module):
 
 def no_decay(name):
     """The parameters qkgrad's AdamW leaves without weight decay (LanguageModel::no_weight_decay)."""
-    return any(part in name for part in ("norm", "bias", ".g", "_gain")) or name.endswith(".g")
+    return any(part in name for part in ("norm", "bias", "attn.g", "_gain"))
