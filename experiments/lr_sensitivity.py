@@ -60,8 +60,15 @@ def read_run(record):
     blocks = sorted(logged[0]["attn_max_logit"]) if logged else []
     diverged = outcome.get("diverged_at_step")
     final = dev[-1] if dev and diverged is None else None
+    losses = [(m["step"], m["train_loss"]) for m in metrics if "train_loss" in m]
+    spike = None  # the first logged step whose loss rose back above L0, after it had been below
+    for i, (step, loss) in enumerate(losses):
+        if loss > L0 and any(earlier < L0 for _, earlier in losses[:i]):
+            spike = step
+            break
     return {
         "mode": outcome["mode"], "lr": float(outcome["lr"]), "seed": int(outcome["seed"]), "diverged": diverged,
+        "spike": spike, "peak_loss": max((loss for _, loss in losses), default=None),
         "final_loss": final, "counted_loss": L0 if final is None else min(final, L0),
         "max_logit": [max(m["attn_max_logit"][b] for m in logged) for b in blocks],
         "entropy": [logged[-1]["attn_entropy"][b] for b in blocks] if logged else [],
@@ -90,27 +97,31 @@ def table(runs, name):
     out = [f"# Learning-rate sensitivity: {name}", "",
            "Written by `python3 experiments/lr_sensitivity.py experiments/results/" + name + "` from the records in",
            f"`experiments/results/{name}/` (experiments/lr_sensitivity.sh). L0 = ln 256 = {L0:.3f}.", "",
-           "| mode | LR sensitivity | best lr | its loss | diverged runs |", "|---|---:|---:|---:|---:|"]
+           "| mode | LR sensitivity | best lr | its loss | diverged runs | runs with a loss spike |",
+           "|---|---:|---:|---:|---:|---:|"]
     for mode in MODES:
         s = sensitivity(runs, mode)
         if s is None:
             continue
         diverged = sum(1 for r in runs if r["mode"] == mode and r["diverged"] is not None)
         total = sum(1 for r in runs if r["mode"] == mode)
-        out.append(f"| {mode} | {s[0]:.3f} | {s[1]:g} | {s[2]:.3f} | {diverged} of {total} |")
-    out += ["", "Per run: the final validation loss (nats per byte), the step at which the loss or a gradient",
-            "turned non-finite, each block's largest attention logit over training, and each block's mean",
-            "attention entropy (nats) at the last log line.", "",
-            "| mode | lr | seed | final loss | diverged at | largest logit per block | entropy per block |",
-            "|---|---:|---:|---:|---:|---|---|"]
+        spikes = sum(1 for r in runs if r["mode"] == mode and r["spike"] is not None)
+        out.append(f"| {mode} | {s[0]:.3f} | {s[1]:g} | {s[2]:.3f} | {diverged} of {total} | {spikes} of {total} |")
+    out += ["", "Per run: the final validation loss (nats per byte); the step at which the loss or a gradient",
+            "turned non-finite (diverged: the run stopped there); a loss spike: the first logged step whose",
+            "training loss (the mean of the last 10 steps) rose back above L0, the loss of no knowledge at",
+            "all, after it had been below, and the highest training loss logged; each block's largest attention logit over training; each",
+            "block's mean attention entropy (nats) at the last log line.", "",
+            "| mode | lr | seed | final loss | diverged at | loss above L0 at | highest loss | largest logit per block | entropy per block |",
+            "|---|---:|---:|---:|---:|---:|---:|---|---|"]
     for r in sorted(runs, key=lambda r: (MODES.index(r["mode"]), r["lr"], r["seed"])):
         out.append(f"| {r['mode']} | {r['lr']:g} | {r['seed']} | {fmt(r['final_loss'])} | "
-                   f"{'—' if r['diverged'] is None else r['diverged']} | "
-                   f"{', '.join(f'{x:.1f}' for x in r['max_logit'])} | {', '.join(f'{x:.2f}' for x in r['entropy'])} |")
+                   f"{'—' if r['diverged'] is None else r['diverged']} | {'—' if r['spike'] is None else r['spike']} | "
+                   f"{fmt(r['peak_loss'], 2)} | {', '.join(f'{x:.1f}' for x in r['max_logit'])} | {', '.join(f'{x:.2f}' for x in r['entropy'])} |")
     return "\n".join(out) + "\n"
 
 
-def svg_chart(title, x_label, y_label, series, log_x):
+def svg_chart(title, x_label, y_label, series, log_x, log_y=False):
     """A line chart: series = [(label, colour, dash, [(x, y), ...])] (dash: an SVG stroke-dasharray or "")."""
     W, H, left, right, top, bottom = 720, 420, 70, 150, 40, 50
     xs = [x for *_, pts in series for x, _ in pts]
@@ -119,10 +130,14 @@ def svg_chart(title, x_label, y_label, series, log_x):
         xs, ys = [1, 10], [0, 1]
     tx = (lambda x: math.log10(x)) if log_x else (lambda x: x)
     x0, x1 = tx(min(xs)), tx(max(xs))
-    y0, y1 = min(0, min(ys)), max(ys) * 1.05 or 1
+    ty = (lambda y: math.log10(max(y, 1e-3))) if log_y else (lambda y: y)
+    if log_y:  # whole decades
+        y0, y1 = math.floor(ty(min(ys))), max(math.ceil(ty(max(ys))), math.floor(ty(min(ys))) + 1)
+    else:
+        y0, y1 = min(0, min(ys)), max(ys) * 1.05 or 1
     x1 = x1 if x1 > x0 else x0 + 1
     px = lambda x: left + (tx(x) - x0) / (x1 - x0) * (W - left - right)
-    py = lambda y: H - bottom - (y - y0) / (y1 - y0) * (H - top - bottom)
+    py = lambda y: H - bottom - (ty(y) - y0) / (y1 - y0) * (H - top - bottom)
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
              f'<rect width="{W}" height="{H}" fill="white"/>',
              f'<text x="{W / 2}" y="20" text-anchor="middle" font-size="14">{title}</text>',
@@ -133,8 +148,7 @@ def svg_chart(title, x_label, y_label, series, log_x):
     ticks = sorted(set(xs)) if log_x else [min(xs) + i * (max(xs) - min(xs)) / 5 for i in range(6)]
     for x in ticks:
         parts.append(f'<text x="{px(x):.1f}" y="{H - bottom + 16}" text-anchor="middle">{x:g}</text>')
-    for i in range(6):
-        y = y0 + i * (y1 - y0) / 5
+    for y in ([10.0 ** e for e in range(y0, y1 + 1)] if log_y else [y0 + i * (y1 - y0) / 5 for i in range(6)]):
         parts.append(f'<text x="{left - 6}" y="{py(y) + 4:.1f}" text-anchor="end">{y:.3g}</text>')
         parts.append(f'<line x1="{left}" y1="{py(y):.1f}" x2="{W - right}" y2="{py(y):.1f}" stroke="#ddd"/>')
     for k, (label, colour, dash, pts) in enumerate(series):
@@ -174,7 +188,7 @@ def main():
                     for r in sorted(runs, key=lambda r: (r["lr"], MODES.index(r["mode"]))) if r["lr"] in top and r["seed"] == 1]
     with open(os.path.join(out_dir, name + "-logits.svg"), "w") as f:
         f.write(svg_chart(f"largest attention logit at learning rates {' and '.join(f'{lr:g}' for lr in top)} (seed 1)",
-                          "step", "max |logit| over blocks", logit_series, False))
+                          "step", "max |logit| over blocks (log scale)", logit_series, False, log_y=True))
     print(f"wrote {out_dir}/{name}.md, {name}-loss.svg and {name}-logits.svg from {len(runs)} runs")
 
 

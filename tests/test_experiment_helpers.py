@@ -300,7 +300,8 @@ class LrSensitivityTest(unittest.TestCase):
             json.dump({"mode": mode, "lr": lr, "seed": seed, "diverged_at_step": diverged}, f)
         with open(os.path.join(path, "metrics.jsonl"), "w") as f:
             for step, logit in zip((10, 20), logits):
-                f.write(json.dumps({"step": step, "train_loss": 2.0, "attn_max_logit": {"block 0": logit, "block 1": 1.0},
+                loss = 9.0 if diverged is not None and step == 20 else 2.0  # a spike above ln 256 before the end
+                f.write(json.dumps({"step": step, "train_loss": loss, "attn_max_logit": {"block 0": logit, "block 1": 1.0},
                                     "attn_entropy": {"block 0": 1.5, "block 1": 2.5}}) + "\n")
             if diverged is None:
                 f.write(json.dumps({"step": 20, "dev_loss": final_loss}) + "\n")
@@ -322,9 +323,10 @@ class LrSensitivityTest(unittest.TestCase):
                 table = f.read()
             l0 = math.log(256)
             expected_scaled = ((2.6 - 2.0) + 0 + (l0 - 2.0)) / 3
-            self.assertIn(f"| scaled_dot | {expected_scaled:.3f} | 0.01 | 2.000 | 1 of 3 |", table)
-            self.assertIn(f"| qknorm | {((2.3 - 2.1) + 0 + (2.2 - 2.1)) / 3:.3f} | 0.01 | 2.100 | 0 of 6 |", table)
-            self.assertIn("| scaled_dot | 0.1 | 1 | — | 57 | 900.0, 1.0 | 1.50, 2.50 |", table)
+            self.assertIn(f"| scaled_dot | {expected_scaled:.3f} | 0.01 | 2.000 | 1 of 3 | 1 of 3 |", table)
+            self.assertIn(f"| qknorm | {((2.3 - 2.1) + 0 + (2.2 - 2.1)) / 3:.3f} | 0.01 | 2.100 | 0 of 6 | 0 of 6 |", table)
+            self.assertIn("| scaled_dot | 0.1 | 1 | — | 57 | 20 | 9.00 | 900.0, 1.0 | 1.50, 2.50 |", table)
+            self.assertIn("| scaled_dot | 0.001 | 1 | 2.600 | — | — | 2.00 |", table)
             for picture in ("sweep-loss.svg", "sweep-logits.svg"):
                 with open(os.path.join(tmp, picture)) as f:
                     self.assertTrue(f.read().startswith("<svg"))
