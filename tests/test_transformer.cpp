@@ -233,5 +233,5 @@ TEST_CASE("activation gelu: the feed-forward layers compute W2 gelu(W1 x + b1) +
     CHECK(fused != with_relu);
   }
   c.activation = "swish";
-  CHECK_THROWS_WITH(Seq2SeqTransformer(c), Contains("activation must be relu or gelu, got 'swish'"));
+  CHECK_THROWS_WITH(Seq2SeqTransformer(c), Contains("activation must be relu, gelu or swiglu, got 'swish'"));
 }
