@@ -262,7 +262,7 @@ if [ "$sanitize" -eq 1 ]; then
   if ensure_clang >"$log_dir/asan-build.log" 2>&1 &&
      CC=clang CXX=clang++ configure build-asan --buildtype=debugoptimized -Dfuzz=true -Db_sanitize=none -Db_lundef=false \
        -Dwerror=false -Dcpp_args=-g1 >>"$log_dir/asan-build.log" 2>&1 &&
-     ninja -C build-asan tests/qkgrad-tests examples/qkgrad-gradcheck examples/qkgrad-translate examples/qkgrad-mlp \
+     ninja -C build-asan tests/qkgrad-tests examples/qkgrad-gradcheck examples/qkgrad-translate examples/qkgrad-lm examples/qkgrad-mlp \
        >>"$log_dir/asan-build.log" 2>&1; then
     fuzz_build=build-asan
     # Not the [learning] cases (a Transformer trained for 600 steps to a quality bar: 2 of the
