@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -87,6 +88,27 @@ std::string settings_file_text(const Json& settings, const std::string& header,
     text += line + "\n";
   }
   return text;
+}
+
+std::string presets_side_by_side(const std::vector<std::pair<std::string, Json>>& presets,
+                                 const std::vector<std::string>& always, const std::string& footnote) {
+  auto column = [](const std::string& value) { return cat(std::string(12 - std::min<std::size_t>(value.size(), 11), ' '), value); };
+  std::string text = cat("presets (--preset; every flag above changes one setting):\n", std::string(20, ' '));
+  for (const auto& [name, settings] : presets) text += column(name);
+  text += "\n";
+  const Json& first = presets.front().second;
+  for (const auto& item : first.items()) {
+    const std::string& key = item.key();
+    if (key == "preset" || key == "data") continue;
+    bool shown = std::find(always.begin(), always.end(), key) != always.end();
+    for (const auto& [name, settings] : presets) shown = shown || settings.at(key) != first.at(key);
+    if (!shown) continue;
+    std::string row = cat("  ", key, std::string(18 - std::min<std::size_t>(key.size(), 17), ' '));
+    for (const auto& [name, settings] : presets)
+      row += column(settings.at(key).is_string() ? settings.at(key).get<std::string>() : settings.at(key).dump());
+    text += row + "\n";
+  }
+  return text + footnote;
 }
 
 }  // namespace qkgrad

@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -130,5 +131,11 @@ Json read_settings_file(const std::string& path, const std::string& keys_hint) {
 // `origin` names it ("preset demo", "--config exp.toml", "--lr").
 std::string settings_file_text(const Json& settings, const std::string& header,
                                const std::map<std::string, std::string>& origin = {});
+
+// The presets of a program side by side (train --help), from their settings as JSON: a column
+// a preset, a row a setting whose value differs between them or is named in `always` (the
+// others are their flags' defaults); "preset" and "data" are left out. `footnote` ends it.
+std::string presets_side_by_side(const std::vector<std::pair<std::string, Json>>& presets,
+                                 const std::vector<std::string>& always, const std::string& footnote);
 
 }  // namespace qkgrad

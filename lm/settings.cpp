@@ -65,24 +65,9 @@ LmSettings preset_settings(const std::string& name) {
 }
 
 std::string presets_table() {
-  std::vector<Json> presets;
-  for (const std::string& name : kPresets) presets.push_back(to_json(preset_settings(name)));
-  std::string text = cat("presets (--preset; every flag above changes one setting):\n", std::string(20, ' '));
-  for (const std::string& name : kPresets) text += cat(std::string(12 - std::min<std::size_t>(name.size(), 11), ' '), name);
-  text += "\n";
-  for (const auto& item : presets.front().items()) {
-    const std::string& key = item.key();
-    bool differs = false;
-    for (const Json& p : presets) differs = differs || p.at(key) != presets.front().at(key);
-    if (!differs || key == "preset") continue;  // the same in every preset: its flag's default says it
-    std::string row = cat("  ", key, std::string(18 - std::min<std::size_t>(key.size(), 17), ' '));
-    for (const Json& p : presets) {
-      const std::string value = p.at(key).is_string() ? p.at(key).get<std::string>() : p.at(key).dump();
-      row += cat(std::string(12 - std::min<std::size_t>(value.size(), 11), ' '), value);
-    }
-    text += row + "\n";
-  }
-  return text + "  (max_minutes 0: no time limit)\n";
+  std::vector<std::pair<std::string, Json>> presets;
+  for (const std::string& name : kPresets) presets.emplace_back(name, to_json(preset_settings(name)));
+  return presets_side_by_side(presets, {"max_minutes"}, "  (max_minutes 0: no time limit)\n");
 }
 
 Json to_json(const LmSettings& s) {
