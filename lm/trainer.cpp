@@ -50,21 +50,7 @@ namespace {
 // The harness's recipe: AdamW (decoupled weight decay, none on gains and biases), the schedule,
 // the budgets; checkpoints/best by the validation loss.
 training::LoopSettings loop_settings(const LmSettings& s) {
-  training::LoopSettings l;
-  l.max_steps = s.max_steps;
-  l.max_minutes = s.max_minutes;
-  l.patience = s.patience;
-  l.eval_every = s.eval_every;
-  l.log_every = s.log_every;
-  l.save_every = s.save_every;
-  l.keep_last = s.keep_last;
-  l.accumulate = s.accumulate;
-  l.lr = s.lr;
-  l.clip = s.clip;
-  l.warmup = s.warmup;
-  l.schedule = s.schedule;
-  l.precision = s.precision;
-  l.seed = static_cast<uint64_t>(s.seed);
+  training::LoopSettings l = training::shared_loop_settings(s);
   l.adam.beta2 = s.beta2;
   l.adam.weight_decay = s.weight_decay;
   l.adam.decoupled = true;

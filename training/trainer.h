@@ -54,6 +54,28 @@ struct LoopSettings {
   bool lower_is_better = true;
 };
 
+// The loop settings every program's settings struct has under the same names (the budgets, the
+// checkpoints, the schedule, the precision, the seed); the program sets the rest itself.
+template <typename Settings>
+LoopSettings shared_loop_settings(const Settings& s) {
+  LoopSettings l;
+  l.max_steps = s.max_steps;
+  l.max_minutes = s.max_minutes;
+  l.patience = s.patience;
+  l.eval_every = s.eval_every;
+  l.log_every = s.log_every;
+  l.save_every = s.save_every;
+  l.keep_last = s.keep_last;
+  l.accumulate = s.accumulate;
+  l.lr = s.lr;
+  l.clip = s.clip;
+  l.warmup = s.warmup;
+  l.schedule = s.schedule;
+  l.precision = s.precision;
+  l.seed = static_cast<uint64_t>(s.seed);
+  return l;
+}
+
 // What one command asks of the harness beyond the run's settings.
 struct LoopOptions {
   std::string run_dir;

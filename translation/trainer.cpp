@@ -178,21 +178,7 @@ void write_curves(const RunDir& run, const History& h, const std::string& title,
 // --best-metric: which dev value picks checkpoints/best and counts patience (and drives the
 // plateau schedule): BLEU (the paper's), chrF, or the dev loss (lower is better).
 training::LoopSettings loop_settings(const RunSettings& s) {
-  training::LoopSettings l;
-  l.max_steps = s.max_steps;
-  l.max_minutes = s.max_minutes;
-  l.patience = s.patience;
-  l.eval_every = s.eval_every;
-  l.log_every = s.log_every;
-  l.save_every = s.save_every;
-  l.keep_last = s.keep_last;
-  l.accumulate = s.accumulate;
-  l.lr = s.lr;
-  l.clip = s.clip;
-  l.warmup = s.warmup;
-  l.schedule = s.schedule;
-  l.precision = s.precision;
-  l.seed = static_cast<uint64_t>(s.seed);
+  training::LoopSettings l = training::shared_loop_settings(s);
   l.best_metric = s.best_metric;
   l.best_metric_label = s.best_metric == "bleu" ? "BLEU" : s.best_metric == "chrf" ? "chrF" : "loss";
   l.lower_is_better = s.best_metric == "loss";
