@@ -20,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include "temp_dir.h"
+
 namespace qkgrad::test_cli {
 
 namespace fs = std::filesystem;
@@ -147,22 +149,7 @@ inline Result run_command(const Command& c) {
   return r;
 }
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char pattern[] = "/tmp/qkgrad-cli-XXXXXX";
-    const char* made = ::mkdtemp(pattern);
-    if (made == nullptr) throw std::runtime_error("mkdtemp failed");
-    path = made;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string operator/(const std::string& name) const { return path + "/" + name; }
-};
+using testing::TempDir;
 
 inline void write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 

@@ -20,6 +20,7 @@
 #include "corpora/bible.h"
 #include "corpora/process.h"
 #include "io/text.h"
+#include "temp_dir.h"
 
 using namespace qkgrad;
 using namespace qkgrad::corpora;
@@ -28,20 +29,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh directory under /tmp, removed with everything in it at the end of the test.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char pattern[] = "/tmp/qkgrad-bible-XXXXXX";
-    const char* made = ::mkdtemp(pattern);
-    REQUIRE(made != nullptr);
-    path = made;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+using testing::TempDir;
 
 std::vector<std::string> lines_of(const std::string& path) {
   std::ifstream in(path);

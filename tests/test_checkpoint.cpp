@@ -15,6 +15,7 @@
 #include "nn/transformer.h"
 #include "ops/ops.h"
 #include "toy_seq2seq.h"
+#include "temp_dir.h"
 
 using namespace qkgrad;
 using Catch::Matchers::Contains;
@@ -22,15 +23,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char pattern[] = "/tmp/qkgrad-ckpt-XXXXXX";
-    path = ::mkdtemp(pattern);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return path + "/" + name; }
-};
+using testing::TempDir;
 
 TransformerConfig small_config(AttentionMode mode) {
   TransformerConfig c;

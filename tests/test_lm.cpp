@@ -17,6 +17,7 @@
 #include "lm/text_data.h"
 #include "lm/trained_model.h"
 #include "ops/ops.h"
+#include "temp_dir.h"
 
 using namespace qkgrad;
 using namespace qkgrad::lm;
@@ -25,15 +26,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char pattern[] = "/tmp/qkgrad-lm-XXXXXX";
-    path = ::mkdtemp(pattern);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return path + "/" + name; }
-};
+using testing::TempDir;
 
 void write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 

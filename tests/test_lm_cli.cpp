@@ -95,6 +95,13 @@ TEST_CASE("qkgrad-lm: bad corpora, runs and flags are clear errors", "[lm][cli]"
   r = lm("train --data " + (tmp / "short") + " --run " + (tmp / "r3") + " " + kTiny);
   CHECK(r.status == 1);
   CHECK_THAT(r.output, Contains("too few for one window of --context 32"));
+  // A validation text of one byte: nothing to predict.
+  fs::create_directories(tmp / "onebyte");
+  write(tmp / "onebyte/train.txt", read(tmp / "train.txt"));
+  write(tmp / "onebyte/valid.txt", "x");
+  r = lm("train --data " + (tmp / "onebyte") + " --run " + (tmp / "r7") + " " + kTiny);
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output, Contains("onebyte/valid.txt has 1 byte: nothing to predict; the validation text needs at least 2 bytes"));
   // Usage errors (exit 2), before anything is written.
   r = lm("train --data " + tmp.path + " --run " + (tmp / "r4") + " --preset tiny --heads 3");
   CHECK(r.status == 2);

@@ -24,6 +24,7 @@
 #include "io/atomic_file.h"
 #include "io/json.h"
 #include "io/safetensors.h"
+#include "temp_dir.h"
 
 using namespace qkgrad;
 using Catch::Matchers::Contains;
@@ -31,22 +32,14 @@ using Catch::Matchers::Equals;
 
 namespace {
 
-// A fresh directory under /tmp (mkdtemp), removed with everything in it at the end of a test.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char name[] = "/tmp/qkgrad-safetensors-XXXXXX";
-    REQUIRE(::mkdtemp(name) != nullptr);
-    path = name;
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string file(const std::string& name) const { return path + "/" + name; }
-  std::size_t count_files() const {
-    std::size_t n = 0;
-    for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(path)) ++n;
-    return n;
-  }
-};
+using testing::TempDir;
+
+// The entries in the directory (a write that failed or finished leaves no temporary file).
+std::size_t count_files(const TempDir& dir) {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir.path)) ++n;
+  return n;
+}
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -103,7 +96,7 @@ std::vector<std::pair<std::string, Tensor>> sample_tensors() {
 TEST_CASE("safetensors: save and load round-trip f32, f64 and i64 tensors and metadata",
           "[safetensors]") {
   TempDir dir;
-  const std::string path = dir.file("model.safetensors");
+  const std::string path = dir / "model.safetensors";
   const auto tensors = sample_tensors();
   const safetensors::Metadata metadata{{"step", "1000"}, {"note", "caf\xC3\xA9 \"quoted\"\n"}};
   safetensors::save(path, tensors, metadata);
@@ -119,7 +112,7 @@ TEST_CASE("safetensors: save and load round-trip f32, f64 and i64 tensors and me
   }
   CHECK(loaded.tensors[1].second.rank() == 0);
   CHECK(loaded.tensors[2].second.to_ids()[2] == (int64_t{1} << 62) + 1);
-  CHECK(dir.count_files() == 1);  // no temporary file left behind
+  CHECK(count_files(dir) == 1);  // no temporary file left behind
 
   // Saving again replaces the file; no tensors and no metadata is a valid file too.
   safetensors::save(path, {});
@@ -131,7 +124,7 @@ TEST_CASE("safetensors: save and load round-trip f32, f64 and i64 tensors and me
 
 TEST_CASE("safetensors: the bytes on disk follow the format", "[safetensors]") {
   TempDir dir;
-  const std::string path = dir.file("model.safetensors");
+  const std::string path = dir / "model.safetensors";
   const auto tensors = sample_tensors();
   safetensors::save(path, tensors, {{"format", "pt"}});
   const std::string bytes = read_bytes(path);
@@ -169,13 +162,13 @@ TEST_CASE("safetensors: the bytes on disk follow the format", "[safetensors]") {
 TEST_CASE("safetensors: a truncated file always gives an Error naming the file",
           "[safetensors][errors]") {
   TempDir dir;
-  const std::string good = dir.file("good.safetensors");
+  const std::string good = dir / "good.safetensors";
   safetensors::save(good, sample_tensors(), {{"step", "3"}});
   const std::string bytes = read_bytes(good);
   uint64_t n = 0;
   std::memcpy(&n, bytes.data(), 8);
 
-  const std::string cut = dir.file("cut.safetensors");
+  const std::string cut = dir / "cut.safetensors";
   const std::size_t at[] = {0,     1,         7,     8,         9,
                             8 + n / 2, 8 + n - 1, 8 + n, 8 + n + 1, bytes.size() - 1};
   for (const std::size_t size : at) {
@@ -196,13 +189,13 @@ TEST_CASE("safetensors: a truncated file always gives an Error naming the file",
 TEST_CASE("safetensors: every flipped header byte gives an Error or a valid file, never a crash",
           "[safetensors][errors]") {
   TempDir dir;
-  const std::string good = dir.file("good.safetensors");
+  const std::string good = dir / "good.safetensors";
   safetensors::save(good, sample_tensors(), {{"step", "3"}});
   const std::string bytes = read_bytes(good);
   uint64_t n = 0;
   std::memcpy(&n, bytes.data(), 8);
 
-  const std::string bad = dir.file("flipped.safetensors");
+  const std::string bad = dir / "flipped.safetensors";
   int errors = 0;
   for (std::size_t i = 0; i < 8 + n; ++i) {
     for (const unsigned char mask : {0x01, 0x80}) {
@@ -238,7 +231,7 @@ TEST_CASE("safetensors: every flipped header byte gives an Error or a valid file
 
 TEST_CASE("safetensors: load checks every field of the header", "[safetensors][errors]") {
   TempDir dir;
-  const std::string path = dir.file("bad.safetensors");
+  const std::string path = dir / "bad.safetensors";
   // Writes a file with this header and data size, and returns load's error ("" if none).
   const auto error_for = [&](const std::string& header, std::size_t data_bytes) {
     write_bytes(path, make_file(header, data_bytes));
@@ -340,7 +333,7 @@ TEST_CASE("safetensors: load checks every field of the header", "[safetensors][e
 TEST_CASE("safetensors: parse() reads bytes in memory exactly as load() reads the file",
           "[safetensors][errors]") {
   TempDir dir;
-  const std::string good = dir.file("good.safetensors");
+  const std::string good = dir / "good.safetensors";
   safetensors::save(good, sample_tensors(), {{"step", "3"}});
   const std::string bytes = read_bytes(good);
   const safetensors::Contents parsed = safetensors::parse(bytes, good);
@@ -353,7 +346,7 @@ TEST_CASE("safetensors: parse() reads bytes in memory exactly as load() reads th
   }
 
   // Every truncation gives the same Error, word for word.
-  const std::string cut = dir.file("cut.safetensors");
+  const std::string cut = dir / "cut.safetensors";
   for (std::size_t size = 0; size < bytes.size(); ++size) {
     CAPTURE(size);
     write_bytes(cut, bytes.substr(0, size));
@@ -383,29 +376,29 @@ TEST_CASE("safetensors: the fuzzer's seed files parse", "[safetensors]") {
 
 TEST_CASE("safetensors: missing files, bad paths and bad arguments", "[safetensors][errors]") {
   TempDir dir;
-  const std::string missing = dir.file("missing.safetensors");
+  const std::string missing = dir / "missing.safetensors";
   CHECK_THAT(load_error(missing), Contains("cannot open '" + missing + "': No such file"));
   CHECK_THAT(load_error(dir.path), Contains(dir.path + ": not a regular file"));
 
-  const std::string nowhere = dir.file("no/such/dir/model.safetensors");
+  const std::string nowhere = dir / "no/such/dir/model.safetensors";
   CHECK_THROWS_WITH(safetensors::save(nowhere, sample_tensors()),
                     Contains("cannot create the temporary file '" + nowhere + ".tmp.") &&
                         Contains("No such file or directory; check that the directory '" +
-                                 dir.file("no/such/dir") + "' exists"));
+                                 (dir / "no/such/dir") + "' exists"));
 
-  const std::string path = dir.file("model.safetensors");
+  const std::string path = dir / "model.safetensors";
   const Tensor t = Tensor::ones({2});
   CHECK_THROWS_WITH(safetensors::save(path, {{"a", t}, {"a", t}}),
                     Contains("the name 'a' is used twice"));
   CHECK_THROWS_WITH(safetensors::save(path, {{"", t}}), Contains("must be non-empty"));
   CHECK_THROWS_WITH(safetensors::save(path, {{"__metadata__", t}}), Contains("must be non-empty"));
   CHECK_THROWS_WITH(safetensors::save(path, {{"a", Tensor()}}), Contains("'a' is undefined"));
-  CHECK(dir.count_files() == 0);  // nothing was written
+  CHECK(count_files(dir) == 0);  // nothing was written
 }
 
 TEST_CASE("write_file_atomically: a failed write leaves the old file intact", "[safetensors]") {
   TempDir dir;
-  const std::string path = dir.file("checkpoint.safetensors");
+  const std::string path = dir / "checkpoint.safetensors";
   safetensors::save(path, sample_tensors());
   const std::string before = read_bytes(path);
 
@@ -417,7 +410,7 @@ TEST_CASE("write_file_atomically: a failed write leaves the old file intact", "[
                                           }),
                     Equals("boom"));
   CHECK(read_bytes(path) == before);
-  CHECK(dir.count_files() == 1);  // the temporary file is gone
+  CHECK(count_files(dir) == 1);  // the temporary file is gone
 
   // A save that fails on its arguments does not touch the file either.
   CHECK_THROWS_AS(safetensors::save(path, {{"", Tensor::ones({1})}}), Error);
@@ -446,7 +439,7 @@ TEST_CASE("write_file_atomically: a failed write leaves the old file intact", "[
                                  "' failed: File too large; free some disk space") &&
                             Contains("the previous file (if any) is unchanged"));
     CHECK(read_bytes(path) == before);
-    CHECK(dir.count_files() == 1);
+    CHECK(count_files(dir) == 1);
   } else {
     std::signal(SIGXFSZ, old_handler);
     WARN("setrlimit(RLIMIT_FSIZE) refused; the write-error case was skipped");
@@ -455,19 +448,19 @@ TEST_CASE("write_file_atomically: a failed write leaves the old file intact", "[
   // A successful write replaces the file.
   write_file_atomically(path, [](std::FILE* f) { std::fputs("new", f); });
   CHECK(read_bytes(path) == "new");
-  CHECK(dir.count_files() == 1);
+  CHECK(count_files(dir) == 1);
 }
 
 TEST_CASE("read_file: contents, size limit and missing files", "[safetensors]") {
   TempDir dir;
-  const std::string path = dir.file("config.json");
+  const std::string path = dir / "config.json";
   write_bytes(path, "{\"d_model\": 512}");
   CHECK(read_file(path, 100) == "{\"d_model\": 512}");
   CHECK_THAT(read_file(path, 16), Equals("{\"d_model\": 512}"));
   CHECK_THROWS_WITH(read_file(path, 15), Contains("'" + path + "' is 16 bytes, more than the "
                                                   "limit of 15 bytes"));
-  CHECK_THROWS_WITH(read_file(dir.file("nope.json"), 100),
-                    Contains("cannot open '" + dir.file("nope.json") + "': No such file"));
+  CHECK_THROWS_WITH(read_file((dir / "nope.json"), 100),
+                    Contains("cannot open '" + (dir / "nope.json") + "': No such file"));
   CHECK_THROWS_WITH(read_file(dir.path, 100), Contains("is not a regular file"));
   write_bytes(path, "");
   CHECK(read_file(path, 0).empty());
@@ -479,7 +472,7 @@ TEST_CASE("safetensors: CUDA tensors are saved from the device", "[safetensors][
     return;
   }
   TempDir dir;
-  const std::string path = dir.file("gpu.safetensors");
+  const std::string path = dir / "gpu.safetensors";
   const auto host = sample_tensors();
   std::vector<std::pair<std::string, Tensor>> on_gpu;
   for (const auto& [name, t] : host) on_gpu.emplace_back(name, t.detach().to(Device::cuda));

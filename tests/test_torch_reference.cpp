@@ -17,6 +17,7 @@
 #include "io/checkpoint.h"
 #include "nn/transformer.h"
 #include "translation/grad_dump.h"
+#include "temp_dir.h"
 
 using namespace qkgrad;
 namespace fs = std::filesystem;
@@ -25,22 +26,7 @@ namespace {
 
 constexpr const char* kPython = "/usr/bin/python3";
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char pattern[] = "/tmp/qkgrad-torchref-XXXXXX";
-    const char* made = ::mkdtemp(pattern);
-    REQUIRE(made != nullptr);
-    path = made;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string operator/(const std::string& name) const { return path + "/" + name; }
-};
+using testing::TempDir;
 
 bool torch_available() {
   static const bool available =

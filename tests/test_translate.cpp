@@ -26,6 +26,7 @@
 #include "translation/trained_model.h"
 #include "translation/subwords.h"
 #include "translation/trainer.h"
+#include "temp_dir.h"
 
 using namespace qkgrad;
 using namespace qkgrad::translation;
@@ -34,15 +35,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char pattern[] = "/tmp/qkgrad-translate-XXXXXX";
-    path = ::mkdtemp(pattern);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return path + "/" + name; }
-};
+using testing::TempDir;
 
 void write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
