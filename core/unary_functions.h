@@ -20,6 +20,7 @@
 
 #include <math.h>
 
+#include "core/fast_math.h"
 #include "core/host_device.h"
 
 namespace qkgrad {
@@ -30,25 +31,38 @@ enum class Reads { nothing, x, y };
 namespace unary {
 
 // The math library in each precision: glibc's on the host, CUDA's on the device (they agree
-// to an ulp or so). sqrt is IEEE-exact on both.
-QKGRAD_HOST_DEVICE inline float exp_of(float v) { return ::expf(v); }
+// to an ulp or so), except exp and tanh of a float on the host: there core/fast_math.h's, which
+// vectorise (glibc's are a call per element) and are within a few ulp. sqrt is IEEE-exact on both.
+QKGRAD_HOST_DEVICE inline float exp_of(float v) {
+#if defined(__CUDA_ARCH__)
+  return ::expf(v);
+#else
+  return exp_fast(v);
+#endif
+}
 QKGRAD_HOST_DEVICE inline double exp_of(double v) { return ::exp(v); }
 QKGRAD_HOST_DEVICE inline float log_of(float v) { return ::logf(v); }
 QKGRAD_HOST_DEVICE inline double log_of(double v) { return ::log(v); }
-QKGRAD_HOST_DEVICE inline float tanh_of(float v) { return ::tanhf(v); }
+QKGRAD_HOST_DEVICE inline float tanh_of(float v) {
+#if defined(__CUDA_ARCH__)
+  return ::tanhf(v);
+#else
+  return tanh_fast(v);
+#endif
+}
 QKGRAD_HOST_DEVICE inline double tanh_of(double v) { return ::tanh(v); }
 QKGRAD_HOST_DEVICE inline float sqrt_of(float v) { return ::sqrtf(v); }
 QKGRAD_HOST_DEVICE inline double sqrt_of(double v) { return ::sqrt(v); }
 QKGRAD_HOST_DEVICE inline float pow_of(float v, float e) { return ::powf(v, e); }
 QKGRAD_HOST_DEVICE inline double pow_of(double v, double e) { return ::pow(v, e); }
 
-// σ(x) without overflow: for x < 0, eˣ / (1 + eˣ) avoids e⁻ˣ = inf. NaN takes the second
-// branch and stays NaN.
+// σ(x) without overflow: with e = e^−|x| (at most 1), σ = 1/(1 + e) for x ≥ 0 and e/(1 + e)
+// for x < 0, never e⁻ˣ = inf. A select, not a branch, so that it vectorises; NaN stays NaN.
 template <typename T>
 QKGRAD_HOST_DEVICE T sigmoid_of(T x) {
-  if (x >= T(0)) return T(1) / (T(1) + exp_of(-x));
-  const T e = exp_of(x);
-  return e / (T(1) + e);
+  const T e = exp_of(x >= T(0) ? -x : x);
+  const T s = T(1) / (T(1) + e);
+  return x >= T(0) ? s : e * s;
 }
 
 // y = −x                 dy/dx = −1

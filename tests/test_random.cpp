@@ -2,7 +2,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "backends/cpu/cpu_math.h"
+#include "core/fast_math.h"
 #include "backends/cpu/cpu_philox.h"
 #include "core/backend.h"
 #include "core/philox.h"
@@ -114,12 +114,35 @@ TEST_CASE("the vectorisable float exp agrees with std::exp to 3e-7 and handles t
   double worst = 0;
   for (float x = -87.0f; x < 88.0f; x += 0.001f) {
     const double want = std::exp(static_cast<double>(x));
-    worst = std::max(worst, std::fabs(static_cast<double>(cpu::exp_fast(x)) - want) / want);
+    worst = std::max(worst, std::fabs(static_cast<double>(exp_fast(x)) - want) / want);
   }
   CHECK(worst < 3e-7);
-  CHECK(cpu::exp_fast(-INFINITY) == 0.0f);
-  CHECK(cpu::exp_fast(-1000.0f) == 0.0f);
-  CHECK(cpu::exp_fast(1000.0f) == INFINITY);
-  CHECK(std::isnan(cpu::exp_fast(NAN)));
-  CHECK(cpu::exp_fast(0.0f) == 1.0f);
+  CHECK(exp_fast(-INFINITY) == 0.0f);
+  CHECK(exp_fast(-1000.0f) == 0.0f);
+  CHECK(exp_fast(1000.0f) == INFINITY);
+  CHECK(std::isnan(exp_fast(NAN)));
+  CHECK(exp_fast(0.0f) == 1.0f);
+}
+
+TEST_CASE("the vectorisable float tanh agrees with std::tanh to 5e-7, is odd, and handles the edges", "[random]") {
+  double worst = 0;
+  int64_t not_odd = 0;
+  // Floats in [2^-20, 12) at a fine step (relative below 1, absolute above).
+  for (float x = 0x1p-20f; x < 12.0f; x = x < 1.0f ? x * 1.0001f : x + 0.0001f) {
+    const double want = std::tanh(static_cast<double>(x));
+    worst = std::max(worst, std::fabs(static_cast<double>(tanh_fast(x)) - want) / want);
+    not_odd += tanh_fast(-x) != -tanh_fast(x);
+  }
+  CHECK(worst < 5e-7);
+  CHECK(not_odd == 0);
+  for (float x = 0.5499f; x < 0.5501f; x = std::nextafter(x, 1.0f)) {  // either side of the switch
+    CHECK(std::fabs(static_cast<double>(tanh_fast(x)) - std::tanh(static_cast<double>(x))) < 5e-7 * 0.5);
+  }
+  CHECK(tanh_fast(0.0f) == 0.0f);
+  CHECK(std::signbit(tanh_fast(-0.0f)));
+  CHECK(tanh_fast(1e-30f) == 1e-30f);
+  CHECK(tanh_fast(INFINITY) == 1.0f);
+  CHECK(tanh_fast(-INFINITY) == -1.0f);
+  CHECK(tanh_fast(100.0f) == 1.0f);
+  CHECK(std::isnan(tanh_fast(NAN)));
 }

@@ -38,7 +38,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_blas.h"
 #include "backends/cpu/cpu_common.h"
-#include "backends/cpu/cpu_math.h"
+#include "core/fast_math.h"
 #include "backends/cpu/cpu_philox.h"
 #include "core/row_functions.h"
 #include "core/philox.h"
@@ -164,7 +164,7 @@ void softmax_of_logits(const AttentionSpec& s, const Head& hd, T g, const T* rq,
     T sum = 0;
 #pragma omp simd reduction(+ : sum)
     for (int64_t j = 0; j < n; ++j) {
-      row[j] = cpu::exp_fast(row[j] - m);
+      row[j] = exp_fast(row[j] - m);
       sum += row[j];
     }
     const T inv = T(1) / sum;

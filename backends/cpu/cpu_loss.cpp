@@ -6,7 +6,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_common.h"
-#include "backends/cpu/cpu_math.h"
+#include "core/fast_math.h"
 #include "core/row_functions.h"
 
 namespace qkgrad {
@@ -34,7 +34,7 @@ void CpuBackend::cross_entropy(const Tensor& logits, const Tensor& targets, doub
       T s = 0, total = 0;
 #pragma omp simd reduction(+ : s, total)
       for (int64_t j = 0; j < v; ++j) {
-        s += cpu::exp_fast(zr[j] - m);
+        s += exp_fast(zr[j] - m);
         total += zr[j];
       }
       l[r] = m + std::log(s);
@@ -68,7 +68,7 @@ void CpuBackend::cross_entropy_backward(const Tensor& logits, const Tensor& lse,
       const int64_t target = t[r];
 #pragma omp simd
       for (int64_t j = 0; j < v; ++j) {
-        dr[j] = rows::smoothed_cross_entropy_grad(scale, cpu::exp_fast(zr[j] - lse), off, j == target, on);  // p − q
+        dr[j] = rows::smoothed_cross_entropy_grad(scale, exp_fast(zr[j] - lse), off, j == target, on);  // p − q
       }
     }
   });

@@ -8,7 +8,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_common.h"
-#include "backends/cpu/cpu_math.h"
+#include "core/fast_math.h"
 #include "core/row_functions.h"
 
 namespace qkgrad {
@@ -50,11 +50,11 @@ void CpuBackend::softmax(const Tensor& x, Tensor& y, bool log) {
       T s = 0;
       if (log) {
 #pragma omp simd reduction(+ : s)
-        for (int64_t j = 0; j < d; ++j) s += cpu::exp_fast(xr[j] - m);
+        for (int64_t j = 0; j < d; ++j) s += exp_fast(xr[j] - m);
       } else {
 #pragma omp simd reduction(+ : s)
         for (int64_t j = 0; j < d; ++j) {
-          yr[j] = cpu::exp_fast(xr[j] - m);
+          yr[j] = exp_fast(xr[j] - m);
           s += yr[j];
         }
       }
@@ -86,7 +86,7 @@ void CpuBackend::softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx,
         T s = 0;
         for (int64_t j = 0; j < d; ++j) s += gr[j];
 #pragma omp simd
-        for (int64_t j = 0; j < d; ++j) dr[j] = rows::log_softmax_grad(cpu::exp_fast(yr[j]), gr[j], s);
+        for (int64_t j = 0; j < d; ++j) dr[j] = rows::log_softmax_grad(exp_fast(yr[j]), gr[j], s);
       } else {  // dx = y ⊙ (dy − Σ dy ⊙ y)
         T s = 0;
         for (int64_t j = 0; j < d; ++j) s += gr[j] * yr[j];
