@@ -58,6 +58,7 @@ void Backend::unary_backward(UnaryOp, UnaryParams, const Tensor*, const Tensor*,
   not_implemented("unary_backward");
 }
 void Backend::where(const Tensor&, const Tensor&, const Tensor&, Tensor&) { not_implemented("where"); }
+void Backend::rope(const Tensor&, const Tensor&, const Tensor&, int64_t, Tensor&) { not_implemented("rope"); }
 void Backend::binary(BinaryOp, const Tensor&, const Tensor&, Tensor&) { not_implemented("binary"); }
 void Backend::broadcast_to(const Tensor&, Tensor&) { not_implemented("broadcast_to"); }
 void Backend::scale(const Tensor&, double, Tensor&) { not_implemented("scale"); }

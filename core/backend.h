@@ -173,6 +173,11 @@ class Backend {
   // y += alpha * x (same shape).
   virtual void axpy(double alpha, const Tensor& x, Tensor& y);
 
+  // Rotary position embeddings (ops/rope.cpp), x and y [B, T, heads·d] with d = 2m: the pair
+  // (i, i + m) of each head at time t turned by the angle whose cosine and sine are cos[t, i] and
+  // sin[t, i] (both [T, m]; sin negated turns back, the backward). The formula: core/row_functions.h.
+  virtual void rope(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t heads, Tensor& y);
+
   // x viewed as [outer, n, inner]: out[o, i] = sum over j < n of x[o, j, i].
   virtual void sum_axis(const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor& out);
   // out (one element) = sum of all of x, in a fixed order (independent of thread count).

@@ -1,5 +1,5 @@
 // The per-element formulas of the fused row ops (softmax, log_softmax, layer_norm, rms_norm,
-// l2_normalize, the label-smoothed cross-entropy, the fused attention's backward), written once
+// l2_normalize, the label-smoothed cross-entropy, rope, the fused attention's backward), written once
 // and shared by the CPU kernels (backends/cpu/cpu_norm.cpp, cpu_loss.cpp, cpu_attention.cpp) and
 // the CUDA kernels (backends/cuda/cuda_norm.cu, cuda_loss.cu, cuda_attention.cu). Each backend gathers a row's statistics its own way (OpenMP threads and SIMD
 // sums on the CPU, warp and block reductions on the GPU); then both apply these, element by
@@ -72,6 +72,17 @@ QKGRAD_HOST_DEVICE T smoothed_cross_entropy_grad(T scale, T p, T off, bool is_ta
   T g = scale * (p - off);  // p − ε/V
   if (is_target) g -= scale * on;  // − (1 − ε)
   return g;
+}
+
+// rope ("RoPE"): the pair (x₁, x₂) = (x[i], x[i + m]) of a head turned by the angle whose cosine
+// and sine are c and s: y₁ = x₁c − x₂s, y₂ = x₂c + x₁s. With s negated it turns back: the backward.
+template <typename T>
+QKGRAD_HOST_DEVICE T rope_first(T x1, T x2, T c, T s) {
+  return x1 * c - x2 * s;
+}
+template <typename T>
+QKGRAD_HOST_DEVICE T rope_second(T x1, T x2, T c, T s) {
+  return x2 * c + x1 * s;
 }
 
 // The fused attention's backward, per element (equations of docs/qknorm-attention.md):

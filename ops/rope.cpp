@@ -10,8 +10,9 @@
 //
 //   x̄[i] = ȳ[i]·cos(pθᵢ) + ȳ[i+m]·sin(pθᵢ),   x̄[i + m] = ȳ[i+m]·cos(pθᵢ) − ȳ[i]·sin(pθᵢ)
 //
-// Both are the one function `rotate` below, composed of elementwise ops on the tensor's device
-// (so it runs wherever they do); the op records one node whose backward is `rotate` by −pθ.
+// Both are the one function `rotate` below: one pass of the backend's rope kernel over x with
+// the tables of cos(pθᵢ) and ±sin(pθᵢ) (the element formula is core/row_functions.h's, the same
+// on the CPU and the GPU); the op records one node whose backward is `rotate` by −pθ.
 // Rotating q and k this way makes q·k depend on their positions only through p_q − p_k.
 #include <cmath>
 #include <deque>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "core/autograd.h"
+#include "core/backend.h"
 #include "core/error.h"
 #include "ops/ops.h"
 #include "ops/validate.h"
@@ -28,8 +30,8 @@ namespace qkgrad {
 
 namespace {
 
-// cos(pθᵢ) and sign·sin(pθᵢ) for p = first .. first + T − 1, as [T, 1, m] (broadcast over the
-// batch and the heads). The angles are computed in double on the host.
+// cos(pθᵢ) and sign·sin(pθᵢ) for p = first .. first + T − 1, as [T, m] (the same for every batch
+// row and head). The angles are computed in double on the host.
 std::pair<Tensor, Tensor> rotation_tables(int64_t T, int64_t m, int64_t first, double base, double sign, DType dtype,
                                           Device device) {
   std::vector<double> c(T * m), s(T * m);
@@ -41,7 +43,7 @@ std::pair<Tensor, Tensor> rotation_tables(int64_t T, int64_t m, int64_t first, d
       s[t * m + i] = sign * std::sin(angle);
     }
   }
-  return {Tensor::from_vector(c, {T, 1, m}, dtype, device), Tensor::from_vector(s, {T, 1, m}, dtype, device)};
+  return {Tensor::from_vector(c, {T, m}, dtype, device), Tensor::from_vector(s, {T, m}, dtype, device)};
 }
 
 // The tables of the last few requests, by their arguments: a training step asks for the same
@@ -64,11 +66,11 @@ std::pair<Tensor, Tensor> cached_rotation_tables(int64_t T, int64_t m, int64_t f
 
 // x [B, T, H·d] turned by sign·pθ (sign −1: the inverse rotation, the backward).
 Tensor rotate(const Tensor& x, int64_t heads, int64_t first, double base, double sign) {
-  const int64_t B = x.shape()[0], T = x.shape()[1], d = x.shape()[2] / heads, m = d / 2;
-  const auto [cos, sin] = cached_rotation_tables(T, m, first, base, sign, x.dtype(), x.device());  // [T, 1, m]
-  const Tensor xh = x.reshape({B, T, heads, d});                                            // [B, T, H, d]
-  const Tensor x1 = slice(xh, 3, 0, m), x2 = slice(xh, 3, m, d);                            // [B, T, H, m]
-  return concat({x1 * cos - x2 * sin, x2 * cos + x1 * sin}, 3).reshape(x.shape());          // [B, T, H·d]
+  const int64_t T = x.shape()[1], m = x.shape()[2] / heads / 2;
+  const auto [cos, sin] = cached_rotation_tables(T, m, first, base, sign, x.dtype(), x.device());  // [T, m]
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());                                    // [B, T, H·d]
+  backend(x.device()).rope(x, cos, sin, heads, y);
+  return y;
 }
 
 }  // namespace
@@ -82,11 +84,7 @@ Tensor rope(const Tensor& x, int64_t heads, int64_t first_position, double base)
                " must be even (its dims turn in pairs)");
   QKGRAD_CHECK(first_position >= 0, "rope: first_position must be >= 0, got ", first_position);
   QKGRAD_CHECK(base > 1, "rope: base must be > 1, got ", base);
-  Tensor y;
-  {
-    NoGradGuard no_grad;  // one node on the tape, not the steps of `rotate`
-    y = rotate(x, heads, first_position, base, 1.0);
-  }
+  const Tensor y = rotate(x, heads, first_position, base, 1.0);
   if (should_record(x)) {
     record("rope", {x}, {y}, {}, [heads, first_position, base](BackwardContext& ctx) {
       ctx.accumulate(0, rotate(ctx.grad_output(), heads, first_position, base, -1.0));

@@ -473,6 +473,8 @@ std::vector<OpCase> large_cases() {
                [](const In& x) { return rms_norm(x[0], x[1], 1e-6); }});
   c.push_back({"rms_norm", "[2000, 64] (dgamma sums 2000 rows)", {{{2000, 64}, any}, {{64}, any}},
                [](const In& x) { return rms_norm(x[0] * 2.0 + 1.0, x[1], 1e-6); }});
+  c.push_back({"rope", "[3, 300, 6 heads of 64] from position 40", {{{3, 300, 384}, any}},
+               [](const In& x) { return rope(x[0], 6, 40); }});
   c.push_back({"l2_normalize", "[5, 4000]", {{{5, 4000}, any}},
                [](const In& x) { return l2_normalize(x[0]); }});
   c.push_back({"scale_norm", "[3, 4000] with g []", {{{3, 4000}, any}, {{}, pos}},

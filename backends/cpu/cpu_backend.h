@@ -33,6 +33,7 @@ class CpuBackend final : public Backend {
   void broadcast_to(const Tensor& x, Tensor& out) override;
   void scale(const Tensor& x, double alpha, Tensor& out) override;
   void axpy(double alpha, const Tensor& x, Tensor& y) override;
+  void rope(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t heads, Tensor& y) override;
 
   // cpu_reduce.cpp
   void sum_axis(const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor& out) override;

@@ -1,10 +1,11 @@
 // Elementwise kernels: fill, copy/convert, unary maps and their derivatives, broadcasting
-// binary ops and select (where), scale and axpy.
+// binary ops and select (where), scale and axpy, and RoPE's rotation.
 #include <cstring>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_common.h"
 #include "backends/cpu/cpu_loops.h"
+#include "core/row_functions.h"
 
 namespace qkgrad {
 
@@ -128,6 +129,36 @@ void CpuBackend::axpy(double alpha, const Tensor& x, Tensor& y) {
       map_index(out, x.numel(), [in, out](int64_t i) { return out[i] + in[i]; });
     } else {
       map_index(out, x.numel(), [in, out, a](int64_t i) { return out[i] + a * in[i]; });
+    }
+  });
+}
+
+// One pass over x [B, T, H·2m]: each row (b, t) takes its angles' row of the tables [T, m], and
+// each head's halves turn as pairs (the SIMD loop runs over i, the pair's first index).
+void CpuBackend::rope(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t heads, Tensor& y) {
+  const int64_t time = x.size(1), width = x.size(2), m = width / heads / 2;
+  const int64_t rows = time == 0 ? 0 : x.numel() / width;  // B·T
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* xs = x.data<T>();
+    const T* cs = cos.data<T>();
+    const T* ss = sin.data<T>();
+    T* ys = y.data<T>();
+#pragma omp parallel for schedule(static) if (x.numel() >= kParallelGrain)
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* c = cs + (r % time) * m;  // [m]: this row's time step
+      const T* s = ss + (r % time) * m;
+      for (int64_t h = 0; h < heads; ++h) {
+        const T* x1 = xs + r * width + h * 2 * m;  // the head's first half, then its second
+        const T* x2 = x1 + m;
+        T* y1 = ys + r * width + h * 2 * m;
+        T* y2 = y1 + m;
+#pragma omp simd
+        for (int64_t i = 0; i < m; ++i) {
+          y1[i] = rows::rope_first(x1[i], x2[i], c[i], s[i]);
+          y2[i] = rows::rope_second(x1[i], x2[i], c[i], s[i]);
+        }
+      }
     }
   });
 }

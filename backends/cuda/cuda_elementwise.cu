@@ -15,6 +15,7 @@
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_common.cuh"
 #include "core/backend.h"
+#include "core/row_functions.h"
 #include "core/tensor.h"
 
 namespace qkgrad {
@@ -101,6 +102,21 @@ template <typename T>
 __global__ void axpy_kernel(T alpha, bool alpha_is_one, const T* x, T* y, int64_t n) {
   for (int64_t i = first_index(); i < n; i += index_step()) {
     y[i] = alpha_is_one ? y[i] + x[i] : y[i] + alpha * x[i];
+  }
+}
+
+// RoPE's rotation: one thread per pair p = ((b·T + t)·H + h)·m + i of x [B, T, H·2m], the pair
+// (i, i + m) of head h at time t, turned by the angle of cos[t, i], sin[t, i] ([T, m]).
+template <typename T>
+__global__ void rope_kernel(const T* x, const T* cos, const T* sin, T* y, int64_t pairs, int64_t time,
+                            int64_t heads, int64_t m) {
+  for (int64_t p = first_index(); p < pairs; p += index_step()) {
+    const int64_t i = p % m, row_head = p / m;  // row_head = (b·T + t)·H + h
+    const int64_t t = (row_head / heads) % time;
+    const int64_t at = row_head * 2 * m + i;
+    const T c = cos[t * m + i], s = sin[t * m + i], x1 = x[at], x2 = x[at + m];
+    y[at] = rows::rope_first(x1, x2, c, s);
+    y[at + m] = rows::rope_second(x1, x2, c, s);
   }
 }
 
@@ -201,6 +217,18 @@ void CudaBackend::axpy(double alpha, const Tensor& x, Tensor& y) {
     using T = decltype(tag);
     axpy_kernel<T><<<grid_for(n), kThreads>>>(static_cast<T>(alpha), alpha == 1.0, x.data<T>(),
                                               y.data<T>(), n);
+  });
+  QKGRAD_CUDA_LAUNCHED();
+}
+
+void CudaBackend::rope(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t heads, Tensor& y) {
+  const int64_t pairs = x.numel() / 2;
+  if (pairs == 0) return;
+  const int64_t time = x.size(1), m = x.size(2) / heads / 2;
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    rope_kernel<T><<<grid_for(pairs), kThreads>>>(x.data<T>(), cos.data<T>(), sin.data<T>(), y.data<T>(), pairs, time,
+                                                  heads, m);
   });
   QKGRAD_CUDA_LAUNCHED();
 }
