@@ -17,34 +17,62 @@ inline unsigned char byte_at(std::string_view text, std::size_t i) {
 
 inline bool is_continuation_byte(unsigned char b) { return (b & 0xC0) == 0x80; }
 
-// Length in bytes of the well-formed UTF-8 character starting at text[i], or 0 if the bytes
-// there are not one (overlong forms, UTF-16 surrogates and values above U+10FFFF are invalid,
-// as in Python's strict decoder). The second byte's allowed range depends on the first byte.
-inline std::size_t utf8_char_length(std::string_view text, std::size_t i) {
-  const unsigned char lead = byte_at(text, i);
-  if (lead < 0x80) return 1;
+// What a lead byte promises: the character's length in bytes (0: the byte never starts one: a
+// continuation byte, or C0, C1, F5..FF) and the range of its second byte, which depends on the
+// first (no overlong forms, no UTF-16 surrogates, nothing above U+10FFFF, as in Python's strict
+// decoder).
+struct Utf8Lead {
   std::size_t length = 0;
   unsigned char second_lo = 0x80, second_hi = 0xBF;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2;
+};
+inline Utf8Lead utf8_lead(unsigned char lead) {
+  Utf8Lead l;
+  if (lead < 0x80) {
+    l.length = 1;
+  } else if (lead >= 0xC2 && lead <= 0xDF) {
+    l.length = 2;
   } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3;
-    if (lead == 0xE0) second_lo = 0xA0;  // no overlong 3-byte forms
-    if (lead == 0xED) second_hi = 0x9F;  // no surrogates U+D800..U+DFFF
+    l.length = 3;
+    if (lead == 0xE0) l.second_lo = 0xA0;  // no overlong 3-byte forms
+    if (lead == 0xED) l.second_hi = 0x9F;  // no surrogates U+D800..U+DFFF
   } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4;
-    if (lead == 0xF0) second_lo = 0x90;  // no overlong 4-byte forms
-    if (lead == 0xF4) second_hi = 0x8F;  // nothing above U+10FFFF
-  } else {
-    return 0;  // a stray continuation byte, or C0, C1, F5..FF, which never start a character
+    l.length = 4;
+    if (lead == 0xF0) l.second_lo = 0x90;  // no overlong 4-byte forms
+    if (lead == 0xF4) l.second_hi = 0x8F;  // nothing above U+10FFFF
   }
-  if (i + length > text.size()) return 0;
-  const unsigned char second = byte_at(text, i + 1);
-  if (second < second_lo || second > second_hi) return 0;
-  for (std::size_t k = 2; k < length; ++k) {
-    if (!is_continuation_byte(byte_at(text, i + k))) return 0;
+  return l;
+}
+
+// True when `bytes` (one to four) are the first bytes, or all, of a well-formed character.
+inline bool is_utf8_char_prefix(std::string_view bytes) {
+  if (bytes.empty()) return false;
+  const Utf8Lead l = utf8_lead(byte_at(bytes, 0));
+  if (l.length == 0 || bytes.size() > l.length) return false;
+  if (bytes.size() >= 2 && (byte_at(bytes, 1) < l.second_lo || byte_at(bytes, 1) > l.second_hi)) return false;
+  for (std::size_t k = 2; k < bytes.size(); ++k) {
+    if (!is_continuation_byte(byte_at(bytes, k))) return false;
   }
-  return length;
+  return true;
+}
+
+// Length in bytes of the well-formed UTF-8 character starting at text[i], or 0 if the bytes
+// there are not one.
+inline std::size_t utf8_char_length(std::string_view text, std::size_t i) {
+  const std::size_t length = utf8_lead(byte_at(text, i)).length;
+  if (length == 0 || i + length > text.size()) return 0;
+  return is_utf8_char_prefix(text.substr(i, length)) ? length : 0;
+}
+
+// The bytes at the end of `text` that begin a character not yet complete ("" when the text ends
+// where a character does): its last lead byte with the continuation bytes after it, when fewer
+// than the lead promises.
+inline std::string_view utf8_incomplete_tail(std::string_view text) {
+  for (std::size_t back = 1; back <= 3 && back <= text.size(); ++back) {
+    const unsigned char b = byte_at(text, text.size() - back);
+    if (is_continuation_byte(b)) continue;
+    return utf8_lead(b).length > back ? text.substr(text.size() - back) : std::string_view();
+  }
+  return {};
 }
 
 // Byte offset of the first malformed UTF-8 sequence in `text`, or npos if there is none.

@@ -8,6 +8,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "io/text.h"
 #include "ops/ops.h"
 
 namespace qkgrad::lm {
@@ -20,7 +21,8 @@ int64_t sample_byte(const std::vector<double>& logits, const SamplingOptions& o,
   std::stable_sort(ids.begin(), ids.end(), [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
   if (o.temperature <= 0) return ids.front();
   const int64_t k = o.top_k > 0 ? std::min(o.top_k, V) : V;
-  // p_i ∝ exp((z_i − z_max) / T) over the k kept bytes: the softmax with its maximum subtracted.
+  // p_i ∝ exp((z_i − z_max) / T) over the k kept bytes: the softmax with its maximum subtracted
+  // (a forbidden byte's −∞ gives weight 0).
   std::vector<double> weights(static_cast<std::size_t>(k));
   double total = 0;
   for (int64_t i = 0; i < k; ++i) total += weights[i] = std::exp((logits[ids[i]] - logits[ids[0]]) / o.temperature);
@@ -28,7 +30,18 @@ int64_t sample_byte(const std::vector<double>& logits, const SamplingOptions& o,
   for (int64_t i = 0; i < k; ++i) {
     if ((u -= weights[i]) <= 0) return ids[i];
   }
-  return ids[k - 1];  // rounding left u a hair above 0
+  int64_t last = 0;  // rounding left u a hair above 0: the last byte that could be drawn
+  for (int64_t i = 0; i < k; ++i) last = weights[i] > 0 ? i : last;
+  return ids[last];
+}
+
+void forbid_invalid_utf8(std::string_view text, std::vector<double>& logits) {
+  std::string next(utf8_incomplete_tail(text));  // the character begun, then a candidate byte
+  next.push_back('\0');
+  for (std::size_t b = 0; b < logits.size(); ++b) {
+    next.back() = static_cast<char>(b);
+    if (!is_utf8_char_prefix(next)) logits[b] = -std::numeric_limits<double>::infinity();
+  }
 }
 
 namespace {
@@ -60,13 +73,15 @@ std::string generate(LanguageModel& model, const std::string& prompt, const Samp
   std::vector<double> logits = read_into_cache(model, state, text, o.context);
   int64_t cached = static_cast<int64_t>(text.size());
   std::string out;
-  while (static_cast<int64_t>(out.size()) < o.max_bytes) {
+  while (static_cast<int64_t>(out.size()) < o.max_bytes || !utf8_incomplete_tail(text).empty()) {
+    forbid_invalid_utf8(text, logits);
     const char next = static_cast<char>(sample_byte(logits, o, gen));
     out += next;
     text += next;
     if (emit) emit(std::string_view(&out.back(), 1));
-    if (!o.stop_at.empty() && out.size() >= o.stop_at.size() && out.ends_with(o.stop_at)) break;
-    if (static_cast<int64_t>(out.size()) == o.max_bytes) break;
+    const bool whole_characters = utf8_incomplete_tail(text).empty();
+    if (whole_characters && !o.stop_at.empty() && out.ends_with(o.stop_at)) break;
+    if (whole_characters && static_cast<int64_t>(out.size()) >= o.max_bytes) break;
     if (cached == o.context) {  // full: start again from the last half of the text
       text = keep();
       logits = read_into_cache(model, state, text, o.context);

@@ -1,8 +1,11 @@
 // Generating text from a language model, a byte at a time, with its KV cache
 // (LanguageModel::decode_step): the prompt is read in one step, then each new byte is drawn
 // from softmax(logits / temperature) over the top_k most likely bytes (temperature 0: the most
-// likely byte). When the text reaches the model's context, the cache is rebuilt from the last
-// half of it and generation goes on (the model never sees more than it was trained on).
+// likely byte). The text stays well-formed UTF-8: a byte that cannot come next (a stray
+// continuation byte, a lead byte inside a character, an overlong form) is never drawn, and the
+// last character is finished even past max_bytes (at most 3 bytes more). When the text reaches
+// the model's context, the cache is rebuilt from the last half of it and generation goes on (the
+// model never sees more than it was trained on).
 #pragma once
 
 #include <cstdint>
@@ -15,7 +18,7 @@
 namespace qkgrad::lm {
 
 struct SamplingOptions {
-  int64_t max_bytes = 300;   // bytes generated after the prompt
+  int64_t max_bytes = 300;   // bytes generated after the prompt (and the rest of the last character)
   double temperature = 0.8;  // 0: greedy
   int64_t top_k = 0;         // 0: every byte
   uint64_t seed = 1;         // the same seed, prompt and model: the same text
@@ -27,6 +30,9 @@ struct SamplingOptions {
 // may be empty (generation starts after a newline, as at the start of a line of the corpus).
 std::string generate(LanguageModel& model, const std::string& prompt, const SamplingOptions& options,
                      const std::function<void(std::string_view)>& emit = {});
+
+// Sets the logit of every byte that cannot follow `text` in well-formed UTF-8 to −∞.
+void forbid_invalid_utf8(std::string_view text, std::vector<double>& logits);
 
 // One draw from logits [256] (a row of the model's output, on the host) as `options` says.
 int64_t sample_byte(const std::vector<double>& logits, const SamplingOptions& options, Generator& gen);

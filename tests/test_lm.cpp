@@ -11,6 +11,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "io/text.h"
 #include "lm/evaluation.h"
 #include "lm/sampling.h"
 #include "lm/settings.h"
@@ -206,7 +207,8 @@ TEST_CASE("generate: the KV cache gives the bytes a full forward pass gives; the
       std::vector<int64_t> ids;
       for (const char c : text) ids.push_back(static_cast<unsigned char>(c));
       const auto n = static_cast<int64_t>(ids.size());
-      const std::vector<double> last = slice(model.forward(Tensor::from_ids(ids, {1, n}), {n}), 1, n - 1, n).to_vector();
+      std::vector<double> last = slice(model.forward(Tensor::from_ids(ids, {1, n}), {n}), 1, n - 1, n).to_vector();
+      forbid_invalid_utf8(text, last);
       const char next = static_cast<char>(std::max_element(last.begin(), last.end()) - last.begin());
       expected += next;
       text += next;
@@ -219,17 +221,58 @@ TEST_CASE("generate: the KV cache gives the bytes a full forward pass gives; the
   o.temperature = 1;
   std::string streamed;
   const std::string long_text = generate(model, prompt, o, [&](std::string_view b) { streamed += b; });
-  CHECK(long_text.size() == 40);
+  CHECK(long_text.size() >= 40);  // and the rest of the last character
+  CHECK(long_text.size() <= 43);
+  CHECK(is_valid_utf8(long_text));
   CHECK(streamed == long_text);
   CHECK(generate(model, prompt, o) == long_text);  // the same seed: the same text
   o.seed = 2;
   CHECK(generate(model, prompt, o) != long_text);
-  // --stop-at: the text ends at the first occurrence of the stop text (here the sixth byte's).
+  // --stop-at: the text ends at the first occurrence of the stop text (here the character that
+  // starts at byte 5 or the first after it).
   o.seed = 1;
-  o.stop_at = std::string(1, long_text[5]);
+  std::size_t at = 5;
+  while (utf8_char_length(long_text, at) == 0) ++at;
+  o.stop_at = long_text.substr(at, utf8_char_length(long_text, at));
   const std::string stopped = generate(model, prompt, o);
-  CHECK(stopped == long_text.substr(0, long_text.find(o.stop_at) + 1));
-  CHECK(stopped.size() <= 6);
+  CHECK(stopped == long_text.substr(0, long_text.find(o.stop_at) + o.stop_at.size()));
+  CHECK(stopped.size() <= at + o.stop_at.size());
+}
+
+TEST_CASE("generate: every byte drawn keeps the text well-formed UTF-8", "[lm]") {
+  // What may follow: anything that starts a character after a whole one; inside a character,
+  // only the continuation bytes its lead byte allows.
+  auto allowed = [](const std::string& text) {
+    std::vector<double> logits(256, 0.0);
+    forbid_invalid_utf8(text, logits);
+    std::string bytes;
+    for (int b = 0; b < 256; ++b) bytes += std::isfinite(logits[b]) ? '1' : '0';
+    return bytes;
+  };
+  const std::string after_whole = allowed("ab");
+  CHECK(after_whole.substr(0, 0x80) == std::string(0x80, '1'));   // ASCII
+  CHECK(after_whole.substr(0x80, 0x42) == std::string(0x42, '0'));  // continuation bytes, C0, C1
+  CHECK(after_whole.substr(0xC2, 0x33) == std::string(0x33, '1'));  // C2..F4 start characters
+  CHECK(after_whole.substr(0xF5) == std::string(11, '0'));
+  CHECK(allowed("a\xC3") == std::string(0x80, '0') + std::string(0x40, '1') + std::string(0x40, '0'));
+  CHECK(allowed("\xE0") == std::string(0xA0, '0') + std::string(0x20, '1') + std::string(0x40, '0'));  // no overlongs
+  CHECK(allowed("\xED") == std::string(0x80, '0') + std::string(0x20, '1') + std::string(0x60, '0'));  // no surrogates
+  CHECK(allowed("\xF4\x8F") == std::string(0x80, '0') + std::string(0x40, '1') + std::string(0x40, '0'));
+  CHECK(allowed("\xE2\x80\x9D") == after_whole);  // ” is whole
+  CHECK(allowed("") == after_whole);
+  // An untrained model at a high temperature draws bytes nearly uniformly: without the rule about
+  // half of them would break the text.
+  LanguageModel model(tiny_config(AttentionMode::scaled_dot));
+  SamplingOptions o;
+  o.temperature = 5;
+  o.max_bytes = 400;
+  o.context = 32;
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    o.seed = seed;
+    const std::string text = generate(model, "caf\xC3\xA9 ", o);
+    CHECK(is_valid_utf8(text));
+    CHECK(text.size() >= 400);
+  }
 }
 
 TEST_CASE("LM settings: presets, options.json round trip, resume rules, the model derived", "[lm]") {
