@@ -217,8 +217,8 @@ if [ -n "$nvcc_path" ]; then
   # The targets that use the GPU (the GPU's test cases and the programs with --device), not
   # all: the rest of the suite is the same code with or without CUDA, built and run above.
   if PATH="$(dirname "$nvcc_path"):$PATH" configure build-cuda -Dcuda=true -Dgpu_arch=h200 >"$log_dir/cuda.log" 2>&1 &&
-     ninja -C build-cuda tests/qkgrad-tests-cuda examples/qkgrad-translate bench/qkgrad-bench \
-       bench/qkgrad-bench-attention >>"$log_dir/cuda.log" 2>&1 &&
+     ninja -C build-cuda tests/qkgrad-tests-cuda examples/qkgrad-translate examples/qkgrad-lm bench/qkgrad-bench \
+       bench/qkgrad-bench-attention bench/qkgrad-bench-lm >>"$log_dir/cuda.log" 2>&1 &&
      build-cuda/tests/qkgrad-tests-cuda "[cuda]" >>"$log_dir/cuda.log" 2>&1; then
     grep -E "skipped|All tests passed" "$log_dir/cuda.log" | sort -u
     echo "CUDA build: PASS"
