@@ -12,7 +12,7 @@ int cmd_generate(int argc, char** argv) {
             "The same model, prompt, settings and --seed give the same text.");
   args.option("run", "run directory", &run, true);
   args.option("prompt", "the text to continue (default: none; the model starts a new line)", &prompt);
-  args.option("max-bytes", "bytes to generate", &o.max_bytes, 1, 10000000);
+  args.option("max-bytes", "bytes to generate (and the rest of the last UTF-8 character, so the text stays well-formed)", &o.max_bytes, 1, 10000000);
   args.option("temperature", "softmax temperature (0: always the most likely byte)", &o.temperature, 0, 100);
   args.option("top-k", "draw from the K most likely bytes only (0: all 256)", &o.top_k, 0, 256);
   args.option("seed", "the draws' seed", &seed, 0, int64_t{1} << 62);
