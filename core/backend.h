@@ -55,8 +55,8 @@ struct GemmSpec {
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // in elements
   double alpha = 1.0, beta = 0.0;
   // Optional (linear's bias): a [n] vector added to every row of C, C = alpha·op(A)op(B) + bias
-  // (beta 0, batch 1, alpha 1). A backend fuses it into the GEMM where it can (oneDNN's bf16
-  // matmul); otherwise it writes the bias into every row of C and multiplies with beta = 1.
+  // (beta 0, batch 1, alpha 1). A backend fuses it into the GEMM where it can (oneDNN's matmul,
+  // f32 and bf16); otherwise it writes the bias into every row of C and multiplies with beta = 1.
   const Tensor* bias = nullptr;
 };
 

@@ -66,6 +66,7 @@ TEST_CASE("gemm providers: the same products as a float64 reference, determinist
       {7, 5, 3, true, false, 2, 0.5f, 0.0f},        {7, 5, 3, false, true, 1, 1.0f, 1.0f},
       {33, 17, 65, true, true, 3, -2.0f, 0.25f},    {70, 80, 90, false, true, 0, 1.0f, 0.0f},  // above 64³
       {128, 96, 200, true, false, 5, 1.0f, 1.0f},   {3, 300, 2, false, false, 0, 1.0f, 0.0f},
+      {100, 90, 80, true, false, 2, 1.0f, 0.0f},    // above 64³, A transposed
   };
   for (const GemmProvider provider : cpu::available_gemm_providers()) {
     cpu::set_gemm_provider(provider);
@@ -99,7 +100,23 @@ TEST_CASE("gemm providers: the same products as a float64 reference, determinist
       for (int64_t i = 0; i < c.m; ++i) {
         for (int64_t j = c.n; j < ldc; ++j) CHECK(got[static_cast<std::size_t>(i * ldc + j)] == c0[static_cast<std::size_t>(i * ldc + j)]);
       }
+      if (c.alpha != 1.0f || c.beta != 0.0f) continue;
+      // With a bias (linear's; oneDNN adds it inside its kernel): every row of C gets it added.
+      const auto bias = random_floats(static_cast<std::size_t>(c.n), 4);
+      std::vector<float> biased = c0;
+      cpu::sgemm(c.ta, c.tb, c.m, c.n, c.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, biased.data(), ldc, bias.data());
+      for (int64_t i = 0; i < c.m; ++i) {
+        for (int64_t j = 0; j < ldc; ++j) {
+          const auto at = static_cast<std::size_t>(i * ldc + j);
+          if (j >= c.n) CHECK(biased[at] == c0[at]);  // padding untouched
+          else CHECK(std::abs(biased[at] - (want[at] + bias[static_cast<std::size_t>(j)])) / (static_cast<double>(c.k) + 1) < 1e-6);
+        }
+      }
     }
+    const std::vector<float> x(4, 1.0f), bias(2, 1.0f);
+    std::vector<float> y(4);
+    CHECK_THROWS_WITH(cpu::sgemm(false, false, 2, 2, 2, 1.0f, x.data(), 2, x.data(), 2, 1.0f, y.data(), 2, bias.data()),
+                      Contains("gemm: a bias needs alpha 1 and beta 0, got 1 and 1"));
   }
 }
 

@@ -47,6 +47,7 @@ class CpuBackend final : public Backend {
   // cpu_gemm.cpp
   void gemm(const GemmSpec& spec, const Tensor& a, const Tensor& b, Tensor& c) override;
   std::string bf16_products_missing() const override;  // cpu::bf16_gemm_missing()
+  void biased_gemm(const GemmSpec& spec, const Tensor& a, const Tensor& b, Tensor& c);  // GemmSpec::bias
 
   // cpu_norm.cpp
   void softmax(const Tensor& x, Tensor& y, bool log) override;

@@ -54,22 +54,37 @@ void run_gemm(const GemmSpec& g, const TA* pa, const TA* pb, TC* pc) {
     }
 }
 
+void check_bf16_operands(const Tensor& b, const Tensor& c) {
+  QKGRAD_CHECK(b.dtype() == DType::bf16 && c.dtype() == DType::f32, "gemm: bf16 operands need a bf16 partner and an "
+               "f32 result, got ", describe(b), " and ", describe(c));
+}
+
 }  // namespace
 
 std::string CpuBackend::bf16_products_missing() const { return cpu::bf16_gemm_missing(); }
 
+// C = op(A)op(B) + bias (one matrix, GemmSpec::bias). f32 and bf16 operands: the bias is added
+// inside oneDNN's kernel (cpu::sgemm, cpu::bf16_gemm), with no pass of its own over C; float64
+// writes it into C first (Backend::gemm_bias_in_c), as does an empty product (run_gemm's cases).
+void CpuBackend::biased_gemm(const GemmSpec& g, const Tensor& a, const Tensor& b, Tensor& c) {
+  if (a.dtype() == DType::f64 || g.m == 0 || g.n == 0 || g.k == 0) return gemm_bias_in_c(g, a, b, c);
+  check_gemm_bias(g, c);
+  const int64_t lda = g.trans_a ? g.m : g.k, ldb = g.trans_b ? g.k : g.n;
+  const float* bias = g.bias->data<float>();
+  if (a.dtype() == DType::bf16) {
+    check_bf16_operands(b, c);
+    cpu::bf16_gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, 1.0f, a.data<bfloat16>(), lda, b.data<bfloat16>(), ldb, 0.0f,
+                   c.data<float>(), g.n, bias);
+    return;
+  }
+  cpu::sgemm(g.trans_a, g.trans_b, g.m, g.n, g.k, 1.0f, a.data<float>(), lda, b.data<float>(), ldb, 0.0f,
+             c.data<float>(), g.n, bias);
+}
+
 void CpuBackend::gemm(const GemmSpec& g, const Tensor& a, const Tensor& b, Tensor& c) {
-  // oneDNN's bf16 matmul adds a bias in its kernel; every other product takes it into C first.
-  if (g.bias && (a.dtype() != DType::bf16 || g.m == 0 || g.n == 0)) return gemm_bias_in_c(g, a, b, c);
+  if (g.bias) return biased_gemm(g, a, b, c);
   if (a.dtype() == DType::bf16) {  // mixed precision: bf16 operands, a float32 result
-    QKGRAD_CHECK(b.dtype() == DType::bf16 && c.dtype() == DType::f32, "gemm: bf16 operands need a bf16 partner and an "
-                 "f32 result, got ", describe(b), " and ", describe(c));
-    if (g.bias) {
-      check_gemm_bias(g, c);
-      cpu::bf16_gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, 1.0f, a.data<bfloat16>(), g.trans_a ? g.m : g.k,
-                     b.data<bfloat16>(), g.trans_b ? g.k : g.n, 0.0f, c.data<float>(), g.n, g.bias->data<float>());
-      return;
-    }
+    check_bf16_operands(b, c);
     run_gemm(g, a.data<bfloat16>(), b.data<bfloat16>(), c.data<float>());
     return;
   }

@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <atomic>
+#include <type_traits>
 #include <unordered_map>
 #include <cstdlib>
 #include <vector>
@@ -86,31 +87,25 @@ void set_gemm_provider(GemmProvider provider) {
   current().store(check_available(provider), std::memory_order_relaxed);
 }
 
-void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-#ifdef QKGRAD_HAVE_ONEDNN
-  const bool small_alone = m * n * k < kSmallGemm && !omp_in_parallel();
-  if (gemm_provider() == GemmProvider::onednn && !small_alone) {
-    onednn_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    return;
-  }
-#endif
-  openblas_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
 namespace {
 
 #ifdef QKGRAD_HAVE_ONEDNN
-// oneDNN's matmul primitive on bf16 src and weights with an f32 destination; alpha as its
-// output scale, beta as a sum post-op, the bias as its f32 bias (a [1, n] row, broadcast). A
-// transposed operand is the same memory with swapped strides. oneDNN caches the primitive per
-// shape (its primitive cache), so a training step's repeated shapes are created once.
-void onednn_bf16_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a, int64_t lda,
-                      const bfloat16* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias) {
+template <typename T> constexpr dnnl::memory::data_type dnnl_type();
+template <> constexpr dnnl::memory::data_type dnnl_type<float>() { return dnnl::memory::data_type::f32; }
+template <> constexpr dnnl::memory::data_type dnnl_type<bfloat16>() { return dnnl::memory::data_type::bf16; }
+
+// oneDNN's matmul primitive on T (float or bfloat16) src and weights with an f32 destination;
+// alpha as its output scale, beta as a sum post-op, the bias as its f32 bias (a [1, n] row,
+// broadcast, added inside the kernel). A transposed operand is the same memory with swapped
+// strides. oneDNN caches the primitive per shape (its primitive cache), so a training step's
+// repeated shapes are created once.
+template <typename T>
+void onednn_matmul(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const T* a, int64_t lda,
+                   const T* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias) {
   using dnnl::memory;
   static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  const memory::desc a_md({m, k}, memory::data_type::bf16, ta ? memory::dims{1, lda} : memory::dims{lda, 1});
-  const memory::desc b_md({k, n}, memory::data_type::bf16, tb ? memory::dims{1, ldb} : memory::dims{ldb, 1});
+  const memory::desc a_md({m, k}, dnnl_type<T>(), ta ? memory::dims{1, lda} : memory::dims{lda, 1});
+  const memory::desc b_md({k, n}, dnnl_type<T>(), tb ? memory::dims{1, ldb} : memory::dims{ldb, 1});
   const memory::desc c_md({m, n}, memory::data_type::f32, memory::dims{ldc, 1});
   dnnl::primitive_attr attr;
   if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
@@ -124,17 +119,53 @@ void onednn_bf16_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float a
     const dnnl::matmul::primitive_desc pd(
         bias ? dnnl::matmul::desc(a_md, b_md, bias_md, c_md) : dnnl::matmul::desc(a_md, b_md, c_md), attr, engine);
     dnnl::stream stream(engine);
-    memory a_mem(a_md, engine, const_cast<bfloat16*>(a)), b_mem(b_md, engine, const_cast<bfloat16*>(b)),
-        c_mem(c_md, engine, c);
+    memory a_mem(a_md, engine, const_cast<T*>(a)), b_mem(b_md, engine, const_cast<T*>(b)), c_mem(c_md, engine, c);
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}};
     if (bias) args.emplace(DNNL_ARG_BIAS, memory(bias_md, engine, const_cast<float*>(bias)));
     dnnl::matmul(pd).execute(stream, args);
     stream.wait();
   } catch (const dnnl::error& e) {
-    fail(cat("bf16 gemm: oneDNN's matmul failed (", e.what(), ") for m ", m, ", n ", n, ", k ", k));
+    fail(cat(std::is_same_v<T, float> ? "gemm" : "bf16 gemm", ": oneDNN's matmul failed (", e.what(), ") for m ", m,
+             ", n ", n, ", k ", k));
   }
 }
 #endif
+
+// C = bias in every row (C: [m, n] with row stride ldc), for a product then added with beta 1.
+void bias_into_c(int64_t m, int64_t n, const float* bias, float* c, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = bias[j];
+}
+
+}  // namespace
+
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+           const float* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias) {
+  QKGRAD_CHECK(bias == nullptr || (alpha == 1.0f && beta == 0.0f), "gemm: a bias needs alpha 1 and beta 0, got ",
+               alpha, " and ", beta);
+#ifdef QKGRAD_HAVE_ONEDNN
+  const bool small_alone = m * n * k < kSmallGemm && !omp_in_parallel();
+  if (gemm_provider() == GemmProvider::onednn && !small_alone) {
+    if (bias && m > 0 && n > 0 && k > 0) {  // the bias inside the kernel: no pass of its own over C
+      onednn_matmul(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
+      return;
+    }
+    if (bias) {
+      bias_into_c(m, n, bias, c, ldc);
+      beta = 1.0f;
+    }
+    onednn_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+#endif
+  if (bias) {
+    bias_into_c(m, n, bias, c, ldc);
+    beta = 1.0f;
+  }
+  openblas_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+namespace {
 
 // Without native bf16: widen both operands (exactly) and multiply in float32.
 void widened_bf16_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a, int64_t lda,
@@ -145,10 +176,7 @@ void widened_bf16_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float 
     return out;
   };
   const std::vector<float> fa = widen(a, ta ? k : m, lda), fb = widen(b, tb ? n : k, ldb);
-  sgemm(ta, tb, m, n, k, alpha, fa.data(), lda, fb.data(), ldb, beta, c, ldc);
-  if (bias)
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] += bias[j];
+  sgemm(ta, tb, m, n, k, alpha, fa.data(), lda, fb.data(), ldb, beta, c, ldc, bias);
 }
 
 }  // namespace
@@ -169,7 +197,7 @@ void bf16_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
                alpha, " and ", beta);
 #ifdef QKGRAD_HAVE_ONEDNN
   if (m > 0 && n > 0 && k > 0) {
-    onednn_bf16_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
+    onednn_matmul(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
     return;
   }
 #endif

@@ -39,9 +39,12 @@ void set_gemm_provider(GemmProvider provider);
 // "openblas" or "onednn" to a provider; throws naming the choices for anything else.
 GemmProvider parse_gemm_provider(const std::string& name);
 
-// The float32 GEMM, row-major, through the provider in use.
+// The float32 GEMM, row-major, through the provider in use. `bias` (optional, [n], only with
+// alpha 1 and beta 0) is added to every row of C: with oneDNN inside its matmul kernel (the
+// linear layer's bias costs no pass of its own over C), with OpenBLAS written into C first and
+// multiplied with beta 1.
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-           const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+           const float* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias = nullptr);
 
 // The mixed-precision GEMM: bfloat16 operands, float32 accumulation and result (the same
 // C = alpha · op(A) · op(B) + beta · C). Each product of two bf16 values is exact in float32, so
