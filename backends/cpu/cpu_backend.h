@@ -47,7 +47,6 @@ class CpuBackend final : public Backend {
   // cpu_gemm.cpp
   void gemm(const GemmSpec& spec, const Tensor& a, const Tensor& b, Tensor& c) override;
   std::string bf16_products_missing() const override;  // cpu::bf16_gemm_missing()
-  void biased_gemm(const GemmSpec& spec, const Tensor& a, const Tensor& b, Tensor& c);  // GemmSpec::bias
 
   // cpu_norm.cpp
   void softmax(const Tensor& x, Tensor& y, bool log) override;
@@ -106,6 +105,7 @@ class CpuBackend final : public Backend {
   void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamStep& s) override;
 
  private:
+  void biased_gemm(const GemmSpec& spec, const Tensor& a, const Tensor& b, Tensor& c);  // cpu_gemm.cpp: GemmSpec::bias
   CpuCachingAllocator allocator_;
 };
 

@@ -131,10 +131,13 @@ void onednn_matmul(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alph
 }
 #endif
 
-// C = bias in every row (C: [m, n] with row stride ldc), for a product then added with beta 1.
-void bias_into_c(int64_t m, int64_t n, const float* bias, float* c, int64_t ldc) {
+// With a bias and no kernel to add it: C = bias in every row (C: [m, n], row stride ldc), and
+// the beta that then adds the product on top (1). Without one: C untouched, beta as given.
+float bias_into_c(const float* bias, int64_t m, int64_t n, float* c, int64_t ldc, float beta) {
+  if (bias == nullptr) return beta;
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = bias[j];
+  return 1.0f;
 }
 
 }  // namespace
@@ -150,19 +153,11 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
       onednn_matmul(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
       return;
     }
-    if (bias) {
-      bias_into_c(m, n, bias, c, ldc);
-      beta = 1.0f;
-    }
-    onednn_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    onednn_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, bias_into_c(bias, m, n, c, ldc, beta), c, ldc);
     return;
   }
 #endif
-  if (bias) {
-    bias_into_c(m, n, bias, c, ldc);
-    beta = 1.0f;
-  }
-  openblas_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  openblas_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, bias_into_c(bias, m, n, c, ldc, beta), c, ldc);
 }
 
 namespace {
