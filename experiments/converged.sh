@@ -42,7 +42,7 @@ case "$corpus" in
   *) sed -n '2,34p' "$0"; exit 2 ;;
 esac
 name=${NAME:-$corpus-converged}
-recipe=(--preset paper --layers 2 --d-model 128 --heads 4 --ffn 512 --vocab-size 4000 --batch-tokens 3000
+recipe=(--preset paper --lr 1e-3 --max-length 250 --stop-lr 0 --layers 2 --d-model 128 --heads 4 --ffn 512 --vocab-size 4000 --batch-tokens 3000
         --warmup 1000 --max-steps 100000 --max-minutes 0 --eval-every $((2 * epoch)) --eval-sentences 300
         --patience 8 --save-every 100 --threads 1)
 run_pair() {  # SEED MODE MODE [extra train options...]

@@ -58,6 +58,9 @@ inline constexpr int64_t kVocab = 256;
     "validation windows of --context bytes at each evaluation, spread over valid.txt (0: all of it)")                 \
   X(int64_t, patience, 10, Resume::may_change, range(1, 1000000),                                                      \
     "stop after this many evaluations without a better validation loss")                                               \
+  X(double, stop_lr, 0, Resume::may_change, range(0, 10),                                                              \
+    "stop at an evaluation after the warmup once the learning rate is below this (the paper's code: 5e-5, with the " \
+    "plateau schedule; 0: never)")                                                                                     \
   X(int64_t, keep_last, 0, Resume::may_change, range(0, 1000000), "also keep the last K saves as RUNDIR/checkpoints/step-N") \
   X(int64_t, save_every, 0, Resume::may_change, range(0, kMaxSteps),                                                   \
     "also save RUNDIR/checkpoints/last every N steps (0: at evaluations only)")                                      \

@@ -41,12 +41,13 @@ PlateauLr::PlateauLr(double peak, int64_t warmup, double factor, int patience)
   QKGRAD_CHECK(patience >= 1, "PlateauLr: patience must be >= 1, got ", patience);
 }
 double PlateauLr::lr(int64_t step) const { return peak_ * scale_ * ramp(step, warmup_); }
-void PlateauLr::report(double score) {
+void PlateauLr::report(double score, int64_t step) {
   if (score > best_) {
     best_ = score;
     bad_reports_ = 0;
     return;
   }
+  if (step < warmup_) return;
   if (++bad_reports_ >= patience_) {
     scale_ *= factor_;
     bad_reports_ = 0;

@@ -14,8 +14,9 @@ class LrSchedule {
  public:
   virtual ~LrSchedule() = default;
   virtual double lr(int64_t step) const = 0;
-  // A validation score (higher is better, e.g. BLEU); only plateau schedules use it.
-  virtual void report(double score) { (void)score; }
+  // A validation score (higher is better, e.g. BLEU) measured after update `step`; only plateau
+  // schedules use it.
+  virtual void report(double score, int64_t step) { (void)score, (void)step; }
   virtual std::map<std::string, double> state() const { return {}; }
   virtual void load_state(const std::map<std::string, double>& state) { (void)state; }
   virtual std::string describe() const = 0;
@@ -46,11 +47,13 @@ class InverseSqrtLr : public LrSchedule {
 
 // Linear warmup to `peak`, then flat; every time the reported score has not improved on the
 // best for `patience` reports in a row, the rate is multiplied by `factor` (the paper: 0.8, 3).
+// Reports during the warmup count towards the best but never as a stall: the rate is still
+// rising (the paper's code does not anneal during warmup either).
 class PlateauLr : public LrSchedule {
  public:
   PlateauLr(double peak, int64_t warmup, double factor = 0.8, int patience = 3);
   double lr(int64_t step) const override;
-  void report(double score) override;
+  void report(double score, int64_t step) override;
   std::map<std::string, double> state() const override;
   void load_state(const std::map<std::string, double>& state) override;
   std::string describe() const override;

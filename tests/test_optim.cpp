@@ -137,14 +137,16 @@ TEST_CASE("learning-rate schedules", "[optim]") {
 
   PlateauLr plateau(1.0, 4, 0.8, 3);
   CHECK(plateau.lr(2) == Approx(0.5));
-  for (double bleu : {10.0, 12.0, 11.0, 12.0, 11.5}) plateau.report(bleu);  // 3 without improving
+  for (double bleu : {10.0, 10.0, 10.0}) plateau.report(bleu, 3);  // during the warmup: no stall counted
+  CHECK(plateau.lr(100) == Approx(1.0));
+  for (double bleu : {12.0, 11.0, 12.0, 11.5}) plateau.report(bleu, 10);  // 3 without improving
   CHECK(plateau.lr(100) == Approx(0.8));
-  plateau.report(13.0);
-  plateau.report(12.0);
+  plateau.report(13.0, 20);
+  plateau.report(12.0, 30);
   PlateauLr restored(1.0, 4, 0.8, 3);
   restored.load_state(plateau.state());
-  restored.report(12.0);
-  restored.report(12.0);  // the third non-improvement since 13.0 carries over
+  restored.report(12.0, 40);
+  restored.report(12.0, 50);  // the third non-improvement since 13.0 carries over
   CHECK(restored.lr(100) == Approx(0.64));
   CHECK_THROWS_WITH(PlateauLr(1.0, 4, 1.5, 3), Contains("factor must be in (0, 1]"));
   CHECK_THROWS_WITH(InverseSqrtLr(1.0, 0), Contains("warmup must be >= 1"));

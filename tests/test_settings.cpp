@@ -23,6 +23,9 @@ TEST_CASE("settings: the presets are values of the one struct", "[settings]") {
   CHECK(paper.dropout == 0.4);
   CHECK(paper.attention_dropout == 0.4);
   CHECK(paper.word_dropout == 0.1);  // the paper's gl→en word dropout
+  CHECK(paper.lr == Approx(4.94e-4).epsilon(1e-3));  // the peak of its code's warm-up, (d · 8000)^-0.5
+  CHECK(paper.stop_lr == 5e-5);
+  CHECK(paper.max_length == 79);
   CHECK(paper.src == "es");           // what no preset sets keeps the struct's default
   const RunSettings demo = preset_settings("demo");
   CHECK(demo.schedule == "cosine");

@@ -202,6 +202,37 @@ TEST_CASE("training harness: --accumulate splits a batch into micro-batches with
   CHECK(weights(two)[1] == Approx(weights(one)[1]).epsilon(1e-5));
 }
 
+// A dev loss that never moves: every evaluation after the first is a stall.
+class FlatDevTask : public LineTask {
+ public:
+  training::Evaluation evaluate(const std::function<void(double, const std::string&)>&) override {
+    training::Evaluation e;
+    e.values["loss"] = 1.0;
+    e.line = "dev loss 1";
+    return e;
+  }
+};
+
+TEST_CASE("training harness: --stop-lr ends a plateau run once the rate is cut below it; no cut during the warmup",
+          "[training]") {
+  TempDir tmp;
+  FlatDevTask task;
+  training::LoopSettings s = line_settings(400);
+  s.warmup = 24;
+  s.stop_lr = 0.07;  // 0.1 -> 0.08 -> 0.064: the second cut stops it
+  REQUIRE(run_line(task, s, tmp / "flat") == 0);
+  // Evaluations every 8 steps: 8 sets the best, 16 is in the warmup (no stall), 24-40 are three
+  // stalls (x0.8), 48-64 three more (x0.8 again, 0.064 < 0.07). Counting 16 would stop at 56.
+  const std::string metrics = read(tmp / "flat/metrics.jsonl");
+  const Json last = parse_json(split_lines(metrics).back(), "metrics.jsonl");
+  CHECK(last.at("step").get<int64_t>() == 64);
+  CHECK(last.at("lr").get<double>() == Approx(0.08));  // the rate of update 64, before the cut
+  // A resumed run that stopped on it stays stopped.
+  FlatDevTask again;
+  REQUIRE(run_line(again, s, tmp / "flat", true) == 0);
+  CHECK(read(tmp / "flat/metrics.jsonl") == metrics);
+}
+
 TEST_CASE("training harness: patience ends a run whose dev value stops improving; the NaN guard names the batch",
           "[training]") {
   TempDir tmp;

@@ -155,13 +155,22 @@ std::string best_text(const LoopState& s, const LoopSettings& p) {
   return cat("best dev ", p.best_metric_label, " ", format_number(p.lower_is_better ? "%.3f" : "%.2f", s.best));
 }
 
+// The paper's code's stop rule: past the warmup, the rate of the next update is below --stop-lr
+// (the plateau schedule has cut it often enough); "" while it is not.
+std::string below_stop_lr(const LoopState& s, const LoopSettings& p, const LrSchedule& schedule) {
+  const double next = schedule.lr(s.step + 1);
+  if (p.stop_lr <= 0 || s.step < p.warmup || next >= p.stop_lr) return "";
+  return cat("the learning rate (", format_number("%.3g", next), ") fell below --stop-lr ", p.stop_lr);
+}
+
 // Why a resumed run has nothing left to do under the current budgets, or "" if it has.
-std::string finished_because(const LoopState& s, const LoopSettings& p) {
+std::string finished_because(const LoopState& s, const LoopSettings& p, const LrSchedule& schedule) {
   if (s.step >= p.max_steps) return cat("it reached the step budget (--max-steps ", p.max_steps, ")");
   if (s.evals_since_best >= p.patience) {
     return cat("of patience (", s.evals_since_best, " evaluations without a better dev ", p.best_metric_label,
                "; --patience ", p.patience, ")");
   }
+  if (std::string why = below_stop_lr(s, p, schedule); !why.empty()) return why;
   if (p.max_minutes > 0 && s.train_seconds >= p.max_minutes * 60) {
     return cat("it used its time budget (", format_number("%.1f", s.train_seconds / 60), " of --max-minutes ", p.max_minutes, ")");
   }
@@ -263,7 +272,9 @@ class Trainer {
     progress_.message(cat(task_.describe_model(), "; ", task_.describe_batches(), "; lr: ", schedule_->describe()));
     progress_.message(cat("budget: ", settings_.max_steps, " steps",
                           settings_.max_minutes > 0 ? cat(" or ", settings_.max_minutes, " minutes") : std::string(" (no time limit)"),
-                          ", patience ", settings_.patience, " evaluations; every ", settings_.eval_every, " steps: ",
+                          ", patience ", settings_.patience, " evaluations",
+                          settings_.stop_lr > 0 ? cat(", until the learning rate is below ", settings_.stop_lr) : std::string(),
+                          "; every ", settings_.eval_every, " steps: ",
                           task_.describe_evaluation(), "; checkpoints/best by dev ", settings_.best_metric_label));
     check_signal("building the model");
     return true;
@@ -361,7 +372,7 @@ class Trainer {
                ". It does not fit this run's options.json and data, or it is damaged: resume with the options the run "
                "was started with, or start a new --run"));
     }
-    if (const std::string why = finished_because(s_, settings_); !why.empty()) {
+    if (const std::string why = finished_because(s_, settings_, *schedule_); !why.empty()) {
       progress_.message(cat(o_.run_dir, " is finished: it stopped at step ", s_.step, " because ", why,
                             "; ", best_text(s_, settings_), ". Nothing to do (to train on, raise that budget)"));
       return false;
@@ -629,7 +640,7 @@ class Trainer {
       value[0] = e.values.at(settings_.best_metric).get<double>();
     }
     if (ranks_ > 1) comm_.broadcast(value, 0);
-    schedule_->report(settings_.lower_is_better ? -value[0] : value[0]);  // higher is better
+    schedule_->report(settings_.lower_is_better ? -value[0] : value[0], s_.step);  // higher is better
     const bool better = improves(value[0], s_.best, settings_);
     if (better) {
       s_.best = value[0];
@@ -642,6 +653,10 @@ class Trainer {
     progress_.message(cat("eval at step ", s_.step, ": ", e.line,
                           better ? cat(" (best ", settings_.best_metric_label, " so far: saved)") : cat(" (", best_text(s_, settings_), ")")));
     save_last();
+    if (std::string why = below_stop_lr(s_, settings_, *schedule_); !why.empty()) {
+      stop_reason_ = why;
+      return true;
+    }
     if (s_.evals_since_best < settings_.patience) return false;
     stop_reason_ = cat("patience (", settings_.patience, " evaluations without a better dev ", settings_.best_metric_label, ")");
     return true;

@@ -36,6 +36,7 @@ struct LoopSettings {
   int64_t max_steps = 1000;
   double max_minutes = 0;          // 0: no time budget
   int64_t patience = 10;           // evaluations without a better best_metric
+  double stop_lr = 0;              // stop at an evaluation after warmup once the rate is below this (0: never)
   int64_t eval_every = 500, log_every = 100;
   int64_t save_every = 0;          // checkpoints/last between evaluations too (0: at evaluations only)
   int64_t keep_last = 0;           // model-only checkpoints/step-N kept, the newest K (0: none)
@@ -62,6 +63,7 @@ LoopSettings shared_loop_settings(const Settings& s) {
   l.max_steps = s.max_steps;
   l.max_minutes = s.max_minutes;
   l.patience = s.patience;
+  l.stop_lr = s.stop_lr;
   l.eval_every = s.eval_every;
   l.log_every = s.log_every;
   l.save_every = s.save_every;

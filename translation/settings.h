@@ -61,6 +61,9 @@ inline constexpr double kMaxSteps = 1099511627776.0;  // 2^40: the largest step 
     "dev sentences translated at each evaluation (0: all)")                                                           \
   X(int64_t, patience, 10, Resume::may_change, range(1, 1000000),                                                      \
     "stop after this many evaluations without a better dev --best-metric")                                           \
+  X(double, stop_lr, 0, Resume::may_change, range(0, 10),                                                              \
+    "stop at an evaluation after the warmup once the learning rate is below this (the paper's code: 5e-5, with the " \
+    "plateau schedule; 0: never)")                                                                                     \
   X(int64_t, beam, 4, Resume::may_change, range(1, 64), "beam size for dev BLEU")                                      \
   X(double, alpha, 0.6, Resume::may_change, range(0, 10), "length penalty for dev BLEU")                               \
   X(std::string, bleu_tokenize, "13a", Resume::may_change, one_of({"13a", "none"}),                                    \

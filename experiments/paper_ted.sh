@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The paper's own gl→en model trained to the paper's stop (issue 44): `--preset paper` (4+4
+# layers, d 512, 4 heads, FFN 2048, 8,000 joint subwords, dropout 0.4, pairs over 79 subwords
+# dropped, 4,096-token batches, the reference code's warm-up to 4.94e-4 over 8,000 steps, x0.8
+# after 3 dev BLEU evaluations without a better one, stop once the rate is below 5e-5) on TED
+# gl→en, QKNorm and scaled dot-product, seed 1, in mixed precision (bf16 products), the two
+# modes side by side with one thread each.
+#
+#   experiments/paper_ted.sh [train]        train (or resume) both modes, then test them
+#   experiments/paper_ted.sh check [STEPS]  the same recipe in float32 for QKNorm, to STEPS
+#                                           (default 500), against the bf16 run's first STEPS
+#
+# Two phases. During the warm-up the plateau schedule counts no stall, so dev BLEU (the whole dev
+# set, beam 4: slow on a model that has not learnt to stop) is measured every 500 steps only;
+# from step 8,000 on, every 100 steps as in the paper's code (its "epoch" of 100 batches). The
+# first phase trains each run to step 8,000 (resuming it if it has begun); the second is
+# experiments/qknorm_vs_scaled_dot.sh, which resumes both with the paper's evaluation interval,
+# tests the best dev checkpoint once the stop rule ends a run, and writes
+# experiments/results/ted-paper.md. Stop it at any time (experiments/park.sh ted-paper before a
+# session ends) and run it again to go on. Environment: QKGRAD_TRANSLATE (the binary; a copy
+# outside build/ keeps a rebuild from changing a run's program), NAME (default ted-paper), MODES
+# (default "qknorm scaled_dot").
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+data=../shared/data/ted-gl-en
+translate=${QKGRAD_TRANSLATE:-build/examples/qkgrad-translate}
+name=${NAME:-ted-paper}
+root=experiments/runs/$name
+recipe=(--preset paper --precision bf16 --bleu-tokenize none --threads 1)
+warmup=8000
+
+[ -x "$translate" ] || { echo "error: $translate not found: build it first (scripts/test.sh builds it)" >&2; exit 1; }
+[ -f "$data/train.gl" ] || { echo "error: $data/train.gl not found (the TED corpus of ../shared/data)" >&2; exit 1; }
+mkdir -p "$root"
+
+# warm_up RUN MODE PRECISION STEPS: train RUN (new or resumed) to step STEPS with dev BLEU every 500.
+warm_up() {
+  local run=$1 mode=$2 precision=$3 steps=$4
+  if [ -f "$run/checkpoints/last/model.safetensors" ]; then
+    "$translate" train --run "$run" --resume --max-steps "$steps" --eval-every 500
+  else
+    "$translate" train --data "$data" --src gl --tgt en --run "$run" --attn "$mode" --seed 1 "${recipe[@]}" \
+      --precision "$precision" --max-steps "$steps" --eval-every 500
+  fi
+}
+
+case "${1:-train}" in
+  train)
+    pids=()
+    for mode in ${MODES:-qknorm scaled_dot}; do
+      if [ -f "$root/$mode-seed1/train.done" ] || [ -f "experiments/results/$name/$mode-seed1/test.json" ]; then continue; fi
+      warm_up "$root/$mode-seed1" "$mode" bf16 "$warmup" > "$root/$mode-seed1.warmup.log" 2>&1 &
+      pids+=($!)
+    done
+    for pid in "${pids[@]}"; do wait "$pid" || { echo "error: a warm-up failed or was stopped; see $root/*.warmup.log" >&2; exit 1; }; done
+    PARALLEL=1 SEEDS=1 MODES="${MODES:-qknorm scaled_dot}" exec experiments/qknorm_vs_scaled_dot.sh "$name" "$data" gl en none \
+      "${recipe[@]}" --max-steps 100000 --eval-every 100
+    ;;
+  check)
+    steps=${2:-500}
+    check=experiments/runs/$name-f32-check/qknorm-seed1
+    mkdir -p "${check%/*}"
+    warm_up "$check" qknorm f32 "$steps"
+    python3 - "$root/qknorm-seed1/metrics.jsonl" "$check/metrics.jsonl" "$steps" <<'PY'
+import json, sys
+def rows(path):
+    return {r["step"]: r for r in map(json.loads, open(path))}
+bf16, f32, steps = rows(sys.argv[1]), rows(sys.argv[2]), int(sys.argv[3])
+print("| step | train loss f32 | train loss bf16 | difference | dev loss f32 | dev loss bf16 |")
+print("|--:|--:|--:|--:|--:|--:|")
+for step in sorted(s for s in f32 if s <= steps and s in bf16):
+    a, b = f32[step], bf16[step]
+    if "train_loss" in a and "train_loss" in b:
+        print(f"| {step} | {a['train_loss']:.4f} | {b['train_loss']:.4f} | {b['train_loss'] - a['train_loss']:+.4f} | | |")
+    if "dev_loss" in a and "dev_loss" in b:
+        print(f"| {step} | | | | {a['dev_loss']:.4f} | {b['dev_loss']:.4f} |")
+PY
+    ;;
+  *) sed -n '2,22p' "$0"; exit 2 ;;
+esac
