@@ -46,6 +46,7 @@ warm_up() {
 
 case "${1:-train}" in
   train)
+    experiments/park.sh --restore "$name"  # runs parked on an earlier machine
     pids=()
     for mode in ${MODES:-qknorm scaled_dot}; do
       if [ -f "$root/$mode-seed1/train.done" ] || [ -f "experiments/results/$name/$mode-seed1/test.json" ]; then continue; fi

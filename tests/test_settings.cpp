@@ -78,6 +78,10 @@ TEST_CASE("settings: an older options.json keeps its preset's values for the key
   CHECK(s.max_steps == preset_settings("tiny").max_steps);  // absent: tiny's
   CHECK(s.eval_sentences == preset_settings("tiny").eval_sentences);
   CHECK(s.bleu_tokenize == "13a");
+  // --stop-lr came later than the paper preset's runs: one without it had no such stop.
+  write(tmp / "paper.json", R"({"data": "/d", "src": "gl", "tgt": "en", "preset": "paper", "lr": 0.001})");
+  CHECK(load_run_settings(tmp / "paper.json").stop_lr == 0);
+  CHECK(load_run_settings(tmp / "paper.json").max_length == 79);  // other absent keys: the preset's
 
   // Wrong kinds and unknown presets name the file and the key.
   write(tmp / "bad.json", R"({"preset": "tiny", "lr": "fast"})");

@@ -124,7 +124,9 @@ RunSettings load_run_settings(const std::string& options_path) {
   const JsonFields fields(json, options_path);
   const std::string preset = fields.has("preset") ? fields.string("preset") : "small";
   QKGRAD_CHECK(is_preset(preset), options_path, ": unknown preset '", preset, "' (choose tiny, demo, small or paper)");
-  return from_json(json, options_path, preset_settings(preset));
+  RunSettings s = from_json(json, options_path, preset_settings(preset));
+  if (!fields.has("stop_lr")) s.stop_lr = 0;  // a run from before the setting: it had no such stop
+  return s;
 }
 
 bool fixed_on_resume(const std::string& key) {
