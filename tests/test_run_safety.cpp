@@ -628,6 +628,15 @@ TEST_CASE("run safety: resuming a finished run says so and trains no further", "
   p.push_back("--resume");
   expect_exit(qk(p), 0, {cat("is finished: it stopped at step ", stopped, " because of patience")});
   CHECK(checkpoint_step(patient + "/checkpoints/last") == stopped);
+  // --stop-lr: past the warm-up, an evaluation with the rate below it ends the run, and a resume
+  // says so (here at once: the flat rate 0.001 is below 0.002).
+  const std::string cut = tmp / "cut";
+  std::vector<std::string> c = {"train", "--data", trained().data, "--run", cut, "--preset", "tiny", "--vocab-size", "30",
+                                "--max-steps", "2000", "--eval-every", "10", "--eval-sentences", "1", "--lr", "0.001",
+                                "--warmup", "0", "--stop-lr", "0.002", "--threads", "1"};
+  expect_exit(qk(c), 0, {"stopped at step 10", "because of --stop-lr (the learning rate, 0.001, is below 0.002)"});
+  c.push_back("--resume");
+  expect_exit(qk(c), 0, {"is finished: it stopped at step 10 because its learning rate (0.001) fell below --stop-lr 0.002"});
   // Raising the budget that stopped it trains on.
   resume = train_args(trained().data, run, 30);
   resume.push_back("--resume");

@@ -156,11 +156,12 @@ std::string best_text(const LoopState& s, const LoopSettings& p) {
 }
 
 // The paper's code's stop rule: past the warmup, the rate of the next update is below --stop-lr
-// (the plateau schedule has cut it often enough); "" while it is not.
-std::string below_stop_lr(const LoopState& s, const LoopSettings& p, const LrSchedule& schedule) {
-  const double next = schedule.lr(s.step + 1);
-  if (p.stop_lr <= 0 || s.step < p.warmup || next >= p.stop_lr) return "";
-  return cat("the learning rate (", format_number("%.3g", next), ") fell below --stop-lr ", p.stop_lr);
+// (the plateau schedule has cut it often enough).
+bool below_stop_lr(const LoopState& s, const LoopSettings& p, const LrSchedule& schedule) {
+  return p.stop_lr > 0 && s.step >= p.warmup && schedule.lr(s.step + 1) < p.stop_lr;
+}
+std::string rate_text(const LoopState& s, const LrSchedule& schedule) {
+  return format_number("%.3g", schedule.lr(s.step + 1));
 }
 
 // Why a resumed run has nothing left to do under the current budgets, or "" if it has.
@@ -170,7 +171,7 @@ std::string finished_because(const LoopState& s, const LoopSettings& p, const Lr
     return cat("of patience (", s.evals_since_best, " evaluations without a better dev ", p.best_metric_label,
                "; --patience ", p.patience, ")");
   }
-  if (std::string why = below_stop_lr(s, p, schedule); !why.empty()) return why;
+  if (below_stop_lr(s, p, schedule)) return cat("its learning rate (", rate_text(s, schedule), ") fell below --stop-lr ", p.stop_lr);
   if (p.max_minutes > 0 && s.train_seconds >= p.max_minutes * 60) {
     return cat("it used its time budget (", format_number("%.1f", s.train_seconds / 60), " of --max-minutes ", p.max_minutes, ")");
   }
@@ -653,8 +654,8 @@ class Trainer {
     progress_.message(cat("eval at step ", s_.step, ": ", e.line,
                           better ? cat(" (best ", settings_.best_metric_label, " so far: saved)") : cat(" (", best_text(s_, settings_), ")")));
     save_last();
-    if (std::string why = below_stop_lr(s_, settings_, *schedule_); !why.empty()) {
-      stop_reason_ = why;
+    if (below_stop_lr(s_, settings_, *schedule_)) {
+      stop_reason_ = cat("--stop-lr (the learning rate, ", rate_text(s_, *schedule_), ", is below ", settings_.stop_lr, ")");
       return true;
     }
     if (s_.evals_since_best < settings_.patience) return false;
