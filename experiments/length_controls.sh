@@ -11,7 +11,7 @@
 #
 # Writes experiments/results/length-controls-NAME.md (the tables) and, beside it,
 # length-controls-NAME.jsonl (one line per decoding: split, setting, BLEU and its n-gram
-# precisions, chrF, BP, ratio).
+# precisions, chrF, BP, ratio). RUN's own dev.hyp and test.hyp are left as they were.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -30,7 +30,16 @@ for f in "$translate" "$run/options.json" "$data/dev.$src" "$data/dev.$tgt" "$da
 done
 out=experiments/results/length-controls-$name
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# eval writes RUN/SPLIT.hyp: the run's own dev.hyp and test.hyp are kept aside and put back.
+mkdir "$work/kept"
+for f in dev.hyp test.hyp; do if [ -f "$run/$f" ]; then cp -p "$run/$f" "$work/kept/"; fi; done
+restore() {
+  for f in dev.hyp test.hyp; do
+    if [ -f "$work/kept/$f" ]; then cp -p "$work/kept/$f" "$run/$f"; else rm -f "$run/$f"; fi
+  done
+  rm -rf "$work"
+}
+trap restore EXIT
 # The first DEV_LINES dev segments; the whole test set.
 head -n "$dev_lines" "$data/dev.$src" >"$work/dev.$src"
 head -n "$dev_lines" "$data/dev.$tgt" >"$work/dev.$tgt"

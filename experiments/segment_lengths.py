@@ -15,7 +15,9 @@ sentence), raw (alpha 0) and divided by the beam's length penalty ((5 + L) / 6)^
 0.6 and 1.0, L the subwords + 1. Where the cut reference scores higher, beam search prefers to
 stop after the first sentence: this tells a model that ends segments early from a search that
 does. With HYP (the run's test translations), the share of those segments whose translation
-has fewer sentences than the reference.
+has fewer sentences than the reference, and, over every translation shorter than its reference,
+how often the model scores it above the reference (then the model, not the search, prefers the
+short output: Stahlberg and Byrne 2019's model errors against search errors).
 Prints markdown tables. QKGRAD_TRANSLATE names the binary (default build/examples/qkgrad-translate).
 """
 import os
@@ -116,6 +118,25 @@ def model_tables(data, src, tgt, run, hyp):
         print("|---|--:|--:|")
         print(f"| reference of 2+ sentences ({n}) | {100 * fewer / n:.1f}% ({fewer}) | {hw / rw:.3f} |")
         print(f"| reference of 1 sentence ({len(single)}) | | {hw1 / rw1:.3f} |")
+        print()
+        # Model error or search error (Stahlberg and Byrne 2019): where the translation is shorter
+        # than the reference, does the model score it above the reference under the beam's
+        # criterion? If so, a better search would not lengthen it: the model prefers it.
+        shorter = [i for i in range(len(t)) if len(h[i].split()) < len(t[i].split())]
+        hs, rs = [s[i] for i in shorter], [h[i] for i in shorter]
+        raw_h, per_h = score(run, hs, rs, False), score(run, hs, rs, True)
+        raw_r, per_r = score(run, hs, [t[i] for i in shorter], False), score(run, hs, [t[i] for i in shorter], True)
+        print(f"Test translations shorter than their reference: {len(shorter)} of {len(t)}.")
+        print()
+        print("| score compared | the model scores the shorter translation above the reference |")
+        print("|---|--:|")
+        for alpha in (0.0, 0.6, 1.0):
+            def norm(raw, per):
+                length = raw / per
+                return raw / ((5 + length) / 6) ** alpha
+            wins = sum(norm(a, b) > norm(c, d) for a, b, c, d in zip(raw_h, per_h, raw_r, per_r))
+            label = "log P (alpha 0)" if alpha == 0 else f"log P / lp, alpha {alpha}"
+            print(f"| {label} | {100 * wins / len(shorter):.1f}% ({wins}) |")
         print()
 
 
