@@ -59,13 +59,14 @@ fi
 
 [ -d "$root" ] || { echo "error: $root does not exist: nothing to park" >&2; exit 1; }
 
-# Stop every qkgrad-translate process working in $root, once each (a second signal ends the
+# Stop every qkgrad-translate process working in $root (the binary under any name that begins
+# so: QKGRAD_TRANSLATE may be a copy such as qkgrad-translate-COMMIT), once each (a second signal ends the
 # program at once, unsaved), and wait until none is left (a dev evaluation may take a minute
 # before the trainer sees the signal); a driver script whose run failed exits rather than
 # starting the next one.
-pattern="qkgrad-translate .*--run $root/"
+pattern="qkgrad-translate[^ /]* .*--run $root/"
 signalled=" "
-for try in $(seq 1 300); do
+for _ in $(seq 1 300); do
   pids=$(pgrep -f "$pattern" || true)
   [ -n "$pids" ] || break
   for pid in $pids; do
