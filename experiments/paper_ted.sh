@@ -62,19 +62,27 @@ case "${1:-train}" in
     check=experiments/runs/$name-f32-check/qknorm-seed1
     mkdir -p "${check%/*}"
     warm_up "$check" qknorm f32 "$steps"
+    # The table of experiments/results/ted-paper-bf16-check.md: a log line and an evaluation at
+    # the same step are two lines of metrics.jsonl, merged here.
     python3 - "$root/qknorm-seed1/metrics.jsonl" "$check/metrics.jsonl" "$steps" <<'PY'
 import json, sys
 def rows(path):
-    return {r["step"]: r for r in map(json.loads, open(path))}
+    merged = {}
+    for r in map(json.loads, open(path)):
+        merged.setdefault(r["step"], {}).update(r)
+    return merged
 bf16, f32, steps = rows(sys.argv[1]), rows(sys.argv[2]), int(sys.argv[3])
-print("| step | train loss f32 | train loss bf16 | difference | dev loss f32 | dev loss bf16 |")
-print("|--:|--:|--:|--:|--:|--:|")
-for step in sorted(s for s in f32 if s <= steps and s in bf16):
-    a, b = f32[step], bf16[step]
-    if "train_loss" in a and "train_loss" in b:
-        print(f"| {step} | {a['train_loss']:.4f} | {b['train_loss']:.4f} | {b['train_loss'] - a['train_loss']:+.4f} | | |")
-    if "dev_loss" in a and "dev_loss" in b:
-        print(f"| {step} | | | | {a['dev_loss']:.4f} | {b['dev_loss']:.4f} |")
+both = sorted(s for s in f32 if s <= steps and s in bf16)
+print("| step | train loss f32 | train loss bf16 | bf16 − f32 |")
+print("|--:|--:|--:|--:|")
+for s in (s for s in both if "train_loss" in f32[s] and "train_loss" in bf16[s]):
+    a, b = f32[s]["train_loss"], bf16[s]["train_loss"]
+    print(f"| {s} | {a:.5f} | {b:.5f} | {b - a:+.5f} |")
+print()
+print("| step | dev loss f32 | dev loss bf16 | dev BLEU f32 | dev BLEU bf16 |")
+print("|--:|--:|--:|--:|--:|")
+for s in (s for s in both if "dev_loss" in f32[s] and "dev_loss" in bf16[s]):
+    print(f"| {s} | {f32[s]['dev_loss']:.4f} | {bf16[s]['dev_loss']:.4f} | {f32[s]['dev_bleu']:.2f} | {bf16[s]['dev_bleu']:.2f} |")
 PY
     ;;
   *) sed -n '2,22p' "$0"; exit 2 ;;

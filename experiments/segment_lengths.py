@@ -81,6 +81,12 @@ def score(run, src_lines, tgt_lines, normalize):
     return [float(x) for x in out.split()]
 
 
+def beam_scores(raw, per_token, alpha):
+    """Each log P divided by the beam's length penalty ((5 + L) / 6)^alpha, L = log P / (log P per
+    token): the subwords + 1, as `score` and `score --normalize` give them."""
+    return [r / ((5 + r / p) / 6) ** alpha for r, p in zip(raw, per_token)]
+
+
 def model_tables(data, src, tgt, run, hyp):
     s, t = read(f"{data}/test.{src}"), read(f"{data}/test.{tgt}")
     picked = [i for i, line in enumerate(t) if len(sentences(line)) > 1]
@@ -89,19 +95,13 @@ def model_tables(data, src, tgt, run, hyp):
     first = [sentences(t[i])[0] for i in picked]
     raw_full, raw_first = score(run, srcs, full, False), score(run, srcs, first, False)
     per_full, per_first = score(run, srcs, full, True), score(run, srcs, first, True)
-    # token counts (subwords + eos) from the raw and per-token scores
-    len_full = [r / p for r, p in zip(raw_full, per_full)]
-    len_first = [r / p for r, p in zip(raw_first, per_first)]
     n = len(picked)
     print(f"Test segments whose reference has 2+ sentences: {n} of {len(t)}.")
     print()
     print("| score compared | the first sentence alone scores higher | mean log P, first sentence | mean log P, whole |")
     print("|---|--:|--:|--:|")
     for alpha in (0.0, 0.6, 1.0):
-        def lp(length):
-            return ((5 + length) / 6) ** alpha
-        a = [r / lp(L) for r, L in zip(raw_first, len_first)]
-        b = [r / lp(L) for r, L in zip(raw_full, len_full)]
+        a, b = beam_scores(raw_first, per_first, alpha), beam_scores(raw_full, per_full, alpha)
         wins = sum(x > y for x, y in zip(a, b))
         label = "log P (alpha 0)" if alpha == 0 else f"log P / lp, alpha {alpha}"
         print(f"| {label} | {100 * wins / n:.1f}% ({wins}) | {sum(a) / n:.2f} | {sum(b) / n:.2f} |")
@@ -131,10 +131,7 @@ def model_tables(data, src, tgt, run, hyp):
         print("| score compared | the model scores the shorter translation above the reference |")
         print("|---|--:|")
         for alpha in (0.0, 0.6, 1.0):
-            def norm(raw, per):
-                length = raw / per
-                return raw / ((5 + length) / 6) ** alpha
-            wins = sum(norm(a, b) > norm(c, d) for a, b, c, d in zip(raw_h, per_h, raw_r, per_r))
+            wins = sum(x > y for x, y in zip(beam_scores(raw_h, per_h, alpha), beam_scores(raw_r, per_r, alpha)))
             label = "log P (alpha 0)" if alpha == 0 else f"log P / lp, alpha {alpha}"
             print(f"| {label} | {100 * wins / len(shorter):.1f}% ({wins}) |")
         print()
