@@ -20,6 +20,12 @@ Backend& backend(Device device) {
   return cuda_backend();
 }
 
+std::string device_summary(Device device) {
+  if (device != Device::cpu) return std::string(device_name(device));
+  const int threads = num_threads();
+  return cat("cpu, ", threads, threads == 1 ? " thread" : " threads");
+}
+
 bool cuda_available() {
   const CudaInfo info = cuda_info();
   return info.built && info.device_count > 0;

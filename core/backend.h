@@ -312,6 +312,10 @@ bool flush_denormals();
 void set_num_threads(int threads);
 int num_threads();
 
+// Where a program's work runs, for its start-up line: "cpu, 2 threads" or "cuda". The thread
+// count shows a resume that left out --threads (it then takes every core).
+std::string device_summary(Device device);
+
 // What the CUDA build sees (backends/cuda); built == false without -Dcuda=true.
 struct CudaInfo {
   bool built = false;

@@ -37,7 +37,9 @@ mkdir -p "$root"
 warm_up() {
   local run=$1 mode=$2 precision=$3 steps=$4
   if [ -f "$run/checkpoints/last/model.safetensors" ]; then
-    "$translate" train --run "$run" --resume --max-steps "$steps" --eval-every 500
+    # --threads is the machine's setting, not the run's: a resume that leaves it out takes every
+    # core, and two such runs side by side spend much of their time in OpenMP's spinning waits.
+    "$translate" train --run "$run" --resume --threads 1 --max-steps "$steps" --eval-every 500
   else
     "$translate" train --data "$data" --src gl --tgt en --run "$run" --attn "$mode" --seed 1 "${recipe[@]}" \
       --precision "$precision" --max-steps "$steps" --eval-every 500

@@ -127,7 +127,7 @@ class LanguageModelTask : public training::Task {
     const LanguageModelConfig& c = model_->config();
     return cat("model: ", model_->parameter_count(), " parameters, ", c.layers, " layers, d ", c.d_model, ", ", c.heads,
                " heads, ffn ", c.ffn, ", ", attention_mode_name(c.attention), " attention, context ", settings_.context,
-               " bytes, on ", device_name(device_), settings_.precision == "bf16" ? " (bf16 products)" : "");
+               " bytes, on ", device_summary(device_), settings_.precision == "bf16" ? " (bf16 products)" : "");
   }
   std::string describe_batches() const override {
     return cat(plan_->batches_per_epoch(), " batches of ", plan_->batch_size(), " windows per epoch");

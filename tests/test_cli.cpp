@@ -294,7 +294,7 @@ TEST_CASE("--device: cpu works as before; cuda where CUDA cannot run is a usage 
   r = run(base + " --run " + tmp / "run" + " --device cpu");
   INFO(r.output);
   REQUIRE(r.status == 0);
-  CHECK(r.output.find("attention, on cpu;") != std::string::npos);
+  CHECK(r.output.find("attention, on cpu, 1 thread;") != std::string::npos);  // --threads 1 of base
   const qkgrad::Json options = qkgrad::parse_json(read(tmp / "run/options.json"), "options.json");
   CHECK(options.at("device") == "cpu");
   write(tmp / "in.txt", "uno dos\ntres\n");

@@ -253,7 +253,7 @@ class TranslationTask : public training::Task {
   std::string describe_model() const override {
     return cat("model: ", model_->parameter_count(), " parameters, ", config_.encoder_layers, "+", config_.decoder_layers,
                " layers, d ", config_.d_model, ", ", config_.heads, " heads, ffn ", config_.ffn, ", ", attention_mode_name(settings_.attention),
-               " attention, on ", device_name(model_->device()),
+               " attention, on ", device_summary(model_->device()),
                settings_.precision == "bf16" ? " (mixed precision: bf16 products in the linear layers)" : "");
   }
   std::string describe_batches() const override {
