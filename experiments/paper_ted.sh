@@ -2,7 +2,7 @@
 # The paper's own gl→en model trained to the paper's stop (issue 44): `--preset paper` (4+4
 # layers, d 512, 4 heads, FFN 2048, 8,000 joint subwords, dropout 0.4, pairs over 79 subwords
 # dropped, 4,096-token batches, the reference code's warm-up to 4.94e-4 over 8,000 steps, x0.8
-# after 3 dev BLEU evaluations without a better one, stop once the rate is below 5e-5) on TED
+# when a dev BLEU is below each of the 3 before it, stop once the rate is below 5e-5) on TED
 # gl→en, QKNorm and scaled dot-product, seed 1, in mixed precision (bf16 products), the two
 # modes side by side with one thread each.
 #
@@ -26,7 +26,9 @@ data=../shared/data/ted-gl-en
 translate=${QKGRAD_TRANSLATE:-build/examples/qkgrad-translate}
 name=${NAME:-ted-paper}
 root=experiments/runs/$name
-recipe=(--preset paper --precision bf16 --bleu-tokenize none --threads 1)
+# --schedule decline is the preset's since 2026-12-07; given here for the runs begun before it (a
+# resume keeps a run's stored settings, preset or not, unless a flag changes them).
+recipe=(--preset paper --schedule decline --precision bf16 --bleu-tokenize none --threads 1)
 warmup=8000
 # Each run's allocator keeps up to 8 GiB of freed blocks by default (QKGRAD_CPU_CACHE_MB): two
 # runs side by side would hold about 20 GB of a 24 GB machine. 3 GiB each keeps them near 5 GB.

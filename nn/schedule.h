@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -45,13 +46,19 @@ class InverseSqrtLr : public LrSchedule {
   int64_t warmup_;
 };
 
-// Linear warmup to `peak`, then flat; every time the reported score has not improved on the
-// best for `patience` reports in a row, the rate is multiplied by `factor` (the paper: 0.8, 3).
-// Reports during the warmup count towards the best but never as a stall: the rate is still
-// rising (the paper's code does not anneal during warmup either).
+// When PlateauLr multiplies the rate by its factor, after a report:
+//   stall    the best has not improved for `patience` reports in a row (then it counts afresh);
+//   decline  the report is below each of the `patience` reports before it: a drop, not a lack of
+//            progress (the rule of the paper's code, CyndxAI/QKNorm controller.py).
+enum class PlateauRule { stall, decline };
+
+// Linear warmup to `peak`, then flat; the rate is multiplied by `factor` (the paper: 0.8, with
+// `patience` 3) whenever `rule` says the reported scores have stopped improving. Reports during
+// the warmup count towards the best and the window of recent reports but never cut: the rate is
+// still rising (the paper's code does not anneal during warmup either).
 class PlateauLr : public LrSchedule {
  public:
-  PlateauLr(double peak, int64_t warmup, double factor = 0.8, int patience = 3);
+  PlateauLr(double peak, int64_t warmup, double factor = 0.8, int patience = 3, PlateauRule rule = PlateauRule::stall);
   double lr(int64_t step) const override;
   void report(double score, int64_t step) override;
   std::map<std::string, double> state() const override;
@@ -63,9 +70,11 @@ class PlateauLr : public LrSchedule {
   double peak_, factor_;
   int64_t warmup_;
   int patience_;
+  PlateauRule rule_;
   double scale_ = 1.0;
   double best_ = -1e300;
-  int bad_reports_ = 0;
+  int bad_reports_ = 0;         // stall: reports since the best improved
+  std::deque<double> recent_;   // decline: the last `patience` reports, oldest first
 };
 
 // Linear warmup to `peak`, then a cosine decay to `floor` at `total` steps (flat after).

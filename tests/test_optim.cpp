@@ -149,6 +149,38 @@ TEST_CASE("learning-rate schedules", "[optim]") {
   restored.report(12.0, 50);  // the third non-improvement since 13.0 carries over
   CHECK(restored.lr(100) == Approx(0.64));
   CHECK_THROWS_WITH(PlateauLr(1.0, 4, 1.5, 3), Contains("factor must be in (0, 1]"));
+  CHECK_THROWS_WITH(restored.load_state({{"scale", 1}, {"best", 0}, {"bad_reports", 0}, {"recent_reports", 2}, {"recent_0", 1}}),
+                    Contains("lacks 'recent_1'"));
+}
+
+TEST_CASE("the decline rule cuts the rate on a drop below each of the 3 evaluations before it, as the paper's code",
+          "[optim]") {
+  PlateauLr decline(1.0, 4, 0.8, 3, PlateauRule::decline);
+  for (double bleu : {5.0, 9.0, 8.0}) decline.report(bleu, 3);  // the warmup: they fill the window
+  decline.report(4.0, 3);  // below each of 5, 9, 8, but the rate still rises: no cut
+  CHECK(decline.lr(100) == Approx(1.0));
+  // Never a new best, but never below all three before it either: the stall rule would have cut twice.
+  for (double bleu : {6.0, 7.0, 6.5, 6.8, 6.6, 6.7}) decline.report(bleu, 10);
+  CHECK(decline.lr(100) == Approx(1.0));
+  decline.report(6.3, 20);  // below 6.8, 6.6 and 6.7: a cut
+  CHECK(decline.lr(100) == Approx(0.8));
+  decline.report(6.35, 30);  // not below 6.3: the window is not reset by a cut
+  CHECK(decline.lr(100) == Approx(0.8));
+  // The window survives a checkpoint; a resume may switch between the rules.
+  PlateauLr restored(1.0, 4, 0.8, 3, PlateauRule::decline);
+  restored.load_state(decline.state());
+  restored.report(6.2, 40);  // below 6.7, 6.3 and 6.35
+  CHECK(restored.lr(100) == Approx(0.64));
+  PlateauLr stall(1.0, 4, 0.8, 3, PlateauRule::stall);
+  stall.load_state(decline.state());  // its cut carries over
+  CHECK(stall.lr(100) == Approx(0.8));
+  // A checkpoint from before the rule (no window): the window fills again before any cut.
+  PlateauLr old(1.0, 4, 0.8, 3, PlateauRule::decline);
+  old.load_state({{"scale", 1.0}, {"best", 9.0}, {"bad_reports", 0.0}});
+  for (double bleu : {3.0, 2.0, 1.0}) old.report(bleu, 50);
+  CHECK(old.lr(100) == Approx(1.0));
+  old.report(0.5, 60);
+  CHECK(old.lr(100) == Approx(0.8));
   CHECK_THROWS_WITH(InverseSqrtLr(1.0, 0), Contains("warmup must be >= 1"));
 }
 

@@ -17,6 +17,7 @@ using Catch::Matchers::Equals;
 TEST_CASE("settings: the presets are values of the one struct", "[settings]") {
   const RunSettings paper = preset_settings("paper");
   CHECK(paper.preset == "paper");
+  CHECK(paper.schedule == "decline");  // its code's rule for the x0.8
   CHECK(paper.layers == 4);
   CHECK(paper.d_model == 512);
   CHECK(paper.ffn == 2048);
@@ -154,7 +155,7 @@ TEST_CASE("settings: a config file reads back to the settings it was dumped from
   // The ranges and choices are those of the flags, from one table.
   CHECK(allowed_values("layers").min == 1);
   CHECK(allowed_values("layers").max == 64);
-  CHECK(allowed_values("schedule").choices == std::vector<std::string>{"plateau", "cosine", "inverse_sqrt"});
+  CHECK(allowed_values("schedule").choices == std::vector<std::string>{"plateau", "decline", "cosine", "inverse_sqrt"});
   s.heads = 0;
   CHECK_THROWS_WITH(check_settings(s, "x.json"), Equals("x.json: 'heads' must be between 1 and 256, got 0"));
   CHECK_THROWS_WITH(from_json(Json{{"norm", "rms"}}, ""), Equals("'norm' must be one of layer_norm, scale_norm, rms_norm, got \"rms\""));

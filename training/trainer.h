@@ -45,7 +45,9 @@ struct LoopSettings {
   // Adam's betas, epsilon and weight decay (decoupled: AdamW); its lr is the schedule's.
   AdamOptions adam;
   int64_t warmup = 0;
-  std::string schedule = "plateau";  // plateau (x0.8 after 3 evaluations without a better best), cosine, inverse_sqrt
+  // plateau (x0.8 after 3 evaluations without a better best), decline (x0.8 when an evaluation is
+  // below each of the 3 before it), cosine, inverse_sqrt
+  std::string schedule = "plateau";
   std::string precision = "f32";     // f32 or bf16 (ops/precision.h)
   uint64_t seed = 0;                 // the batch order's
   // The evaluation value that picks checkpoints/best, counts patience and drives the plateau

@@ -68,7 +68,8 @@ RunSettings preset_settings(const std::string& name) {
     s.warmup = 8000;
     s.eval_every = 100;
     s.eval_sentences = 0;
-    s.patience = 1000;  // the stop is --stop-lr's
+    s.schedule = "decline";  // its code's rule for the x0.8
+    s.patience = 1000;       // the stop is --stop-lr's
     s.stop_lr = 5e-5;
   } else if (name == "tiny") {  // a smoke test: seconds, not quality
     s.layers = 1;

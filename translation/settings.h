@@ -46,9 +46,10 @@ inline constexpr double kMaxSteps = 1099511627776.0;  // 2^40: the largest step 
     "run each batch as K micro-batches with their gradients summed (the same update, a K-th of the activation memory)") \
   X(double, lr, 1e-3, Resume::may_change, range(1e-9, 10), "peak learning rate")                                       \
   X(int64_t, warmup, 4000, Resume::may_change, range(0, kMaxSteps), "linear warmup steps")                             \
-  X(std::string, schedule, "plateau", Resume::may_change, one_of({"plateau", "cosine", "inverse_sqrt"}),              \
+  X(std::string, schedule, "plateau", Resume::may_change, one_of({"plateau", "decline", "cosine", "inverse_sqrt"}),   \
     "learning-rate schedule after warmup: plateau = flat, x0.8 when the dev --best-metric stalls 3 times (the paper: " \
-    "BLEU); cosine = decay to 0 at --max-steps")                                                                       \
+    "BLEU); decline = flat, x0.8 when an evaluation is below each of the 3 before it (the paper's code); cosine = "    \
+    "decay to 0 at --max-steps")                                                                                       \
   X(double, label_smoothing, 0.1, Resume::may_change, range(0, 1), "label smoothing epsilon")                          \
   X(double, clip, 1.0, Resume::may_change, range(1e-6, 1e6), "global gradient-norm clip")                              \
   X(int64_t, max_steps, 100000, Resume::may_change, range(1, kMaxSteps), "step budget")                                \
