@@ -30,9 +30,6 @@ root=experiments/runs/$name
 # resume keeps a run's stored settings, preset or not, unless a flag changes them).
 recipe=(--preset paper --schedule decline --precision bf16 --bleu-tokenize none --threads 1)
 warmup=8000
-# Each run's allocator keeps up to 8 GiB of freed blocks by default (QKGRAD_CPU_CACHE_MB): two
-# runs side by side would hold about 20 GB of a 24 GB machine. 3 GiB each keeps them near 5 GB.
-export QKGRAD_CPU_CACHE_MB=${QKGRAD_CPU_CACHE_MB:-3072}
 
 [ -x "$translate" ] || { echo "error: $translate not found: build it first (scripts/test.sh builds it)" >&2; exit 1; }
 [ -f "$data/train.gl" ] || { echo "error: $data/train.gl not found (the TED corpus of ../shared/data)" >&2; exit 1; }

@@ -1,6 +1,9 @@
 #include "backends/cpu/cpu_allocator.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <new>
 
@@ -13,6 +16,28 @@ constexpr std::size_t kAlignment = 64;
 
 std::size_t round_up(std::size_t bytes) {
   return std::max<std::size_t>(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+}
+
+// Blocks of 1 MiB and more come from the kernel (mmap, page-aligned) and go back to it when the
+// cache drops them. Through malloc they would stay in its heap: glibc raises its own mmap
+// threshold to up to 32 MB after the first large free, and blocks freed in the middle of the
+// heap are never returned, so over a long run with batches of many shapes the heap only grows
+// (a paper-size translation run's process passed 10 GB within half an hour, and still grew; with
+// this it stayed at 6-7 GB).
+constexpr std::size_t kMapThreshold = QKGRAD_MAP_LARGE_BLOCKS ? std::size_t{1} << 20 : SIZE_MAX;
+
+void* system_allocate(std::size_t size) {
+  if (size < kMapThreshold) return std::aligned_alloc(kAlignment, size);
+  void* block = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return block == MAP_FAILED ? nullptr : block;
+}
+
+void system_free(void* block, std::size_t size) {
+  if (size < kMapThreshold) {
+    std::free(block);
+  } else {
+    munmap(block, size);
+  }
 }
 }  // namespace
 
@@ -34,11 +59,11 @@ void* CpuCachingAllocator::allocate(std::size_t bytes) {
     stats_.bytes_cached -= block_size;
     ++stats_.cache_hits;
   } else {
-    block = std::aligned_alloc(kAlignment, size);
+    block = system_allocate(size);
     if (block == nullptr) {
       // Out of memory: give the cache back to the system and try once more.
       trim_to(0);
-      block = std::aligned_alloc(kAlignment, size);
+      block = system_allocate(size);
     }
     QKGRAD_CHECK(block != nullptr, "cpu allocator: out of memory allocating ", size,
                  " bytes (", stats_.bytes_in_use, " bytes in use); use smaller batches");
@@ -67,7 +92,7 @@ void CpuCachingAllocator::trim_to(std::size_t limit) {
   while (stats_.bytes_cached > limit && !free_blocks_.empty()) {
     auto last = std::prev(free_blocks_.end());
     stats_.bytes_cached -= last->first;
-    std::free(last->second);
+    system_free(last->second, last->first);
     free_blocks_.erase(last);
   }
 }

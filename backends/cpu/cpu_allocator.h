@@ -5,7 +5,22 @@
 // touch). Instead, freed blocks are kept in a size-sorted free list and handed out again: a
 // request takes the smallest cached block that is at least as big and at most twice as big.
 // In steady state a training loop makes no system allocations at all (tests/test_allocator.cpp).
+// Blocks of 1 MiB and more are mapped from the kernel, so that the memory of a block the cache
+// drops goes back to the system (cpu_allocator.cpp says why malloc's heap would keep it).
 #pragma once
+
+// Under AddressSanitizer every block comes from malloc, whose ASan version checks each access;
+// a block mapped from the kernel would be invisible to it.
+#if defined(__SANITIZE_ADDRESS__)
+#define QKGRAD_MAP_LARGE_BLOCKS 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define QKGRAD_MAP_LARGE_BLOCKS 0
+#endif
+#endif
+#ifndef QKGRAD_MAP_LARGE_BLOCKS
+#define QKGRAD_MAP_LARGE_BLOCKS 1
+#endif
 
 #include <cstddef>
 #include <map>
