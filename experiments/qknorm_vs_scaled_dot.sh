@@ -10,7 +10,8 @@
 #     TOKENIZE  BLEU tokenisation: none (pre-tokenised data such as TED) or 13a (raw text)
 #   Environment: SEEDS (default "1 2"), MODES (default "qknorm scaled_dot"), HEATMAPS (test
 #   sentence numbers to draw, default "1 2 3"), PARALLEL=1 (train the modes of a seed at the
-#   same time, each logging to RUN.log; give --threads 1), QKGRAD_TRANSLATE (the binary).
+#   same time, each logging to RUN.log; give --threads 1, which their tests then use too),
+#   QKGRAD_TRANSLATE (the binary).
 #
 # A finished (mode, seed) is not trained again (delete its directory to redo it); an
 # interrupted one is resumed (--resume), so the script can be stopped and restarted at will.
@@ -25,7 +26,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 if [ $# -lt 5 ]; then
-  sed -n '2,23p' "$0"
+  sed -n '2,24p' "$0"
   exit 2
 fi
 name=$1 data=$2 src=$3 tgt=$4 tokenize=$5
@@ -34,6 +35,9 @@ translate=${QKGRAD_TRANSLATE:-build/examples/qkgrad-translate}
 seeds=${SEEDS:-1 2}
 modes=${MODES:-qknorm scaled_dot}
 heatmaps=${HEATMAPS:-1 2 3}
+# Side by side, a run's evaluation takes one thread too: the other run may still be training.
+eval_threads=()
+if [ "${PARALLEL:-0}" = 1 ]; then eval_threads=(--threads 1); fi
 
 for f in "train.$src" "train.$tgt" "dev.$src" "dev.$tgt" "test.$src" "test.$tgt"; do
   if [ ! -f "$data/$f" ]; then
@@ -84,14 +88,14 @@ run_one() {
   touch "$run/train.done"
 
   echo "== $run: test set"
-  "$translate" eval --run "$run" --split test --tokenize "$tokenize" > "$run/test.txt"
+  "$translate" eval --run "$run" --split test --tokenize "$tokenize" "${eval_threads[@]}" > "$run/test.txt"
   cat "$run/test.txt"
-  "$translate" attention-stats --run "$run" --split test --out "$run/attention-stats.jsonl"
+  "$translate" attention-stats --run "$run" --split test --out "$run/attention-stats.jsonl" "${eval_threads[@]}"
   python3 experiments/gains.py "$run" > "$run/gains.txt"  # the learned g / γ / β (checkpoints are not kept)
   local k line
   for k in $heatmaps; do
     line=$(sed -n "${k}p" "$data/test.$src")
-    "$translate" attention --run "$run" --text "$line" --out "$run/heatmap-$k" >/dev/null
+    "$translate" attention --run "$run" --text "$line" --out "$run/heatmap-$k" "${eval_threads[@]}" >/dev/null
   done
   # test.json: the numbers summarize.py reads (BLEU and chrF from eval's output).
   python3 - "$run" <<'PY'
