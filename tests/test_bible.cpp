@@ -439,7 +439,7 @@ TEST_CASE("prepare_bible: a module that is not installed", "[bible]") {
                                                 Contains("spaRV1909eb") && Contains("installmgr"));
 }
 
-TEST_CASE("prepare_bible: the real corpus, end to end", "[bible]") {
+TEST_CASE("prepare_bible: the real corpus, end to end", "[bible][e2e]") {
   const std::string why = missing_tools();
   if (!why.empty()) {
     WARN("skipped: "
@@ -497,7 +497,7 @@ TEST_CASE("prepare_bible: the real corpus, end to end", "[bible]") {
   CHECK(files == 7);
 }
 
-TEST_CASE("prepare_english_text: qkgrad-lm's English corpus, end to end", "[bible]") {
+TEST_CASE("prepare_english_text: qkgrad-lm's English corpus, end to end", "[bible][e2e]") {
   const std::string why = missing_tools();
   if (!why.empty()) {
     WARN("skipped: " << why << "; install with: sudo apt-get install diatheke sword-text-web");

@@ -114,7 +114,7 @@ std::string describe_config(const TransformerConfig& c) {
 
 }  // namespace
 
-TEST_CASE("PyTorch recomputes qkgrad's loss and every gradient from the checkpoint alone", "[torch]") {
+TEST_CASE("PyTorch recomputes qkgrad's loss and every gradient from the checkpoint alone", "[torch][e2e]") {
   if (!torch_available()) {
     WARN("skipped: python3-torch is not installed (apt-get install python3-torch)");
     return;
