@@ -23,7 +23,7 @@ std::size_t round_up(std::size_t bytes) {
 // threshold to up to 32 MB after the first large free, and blocks freed in the middle of the
 // heap are never returned, so over a long run with batches of many shapes the heap only grows
 // (a paper-size translation run's process passed 10 GB within half an hour, and still grew; with
-// this it stayed at 6-8.5 GB).
+// this it holds the tensors in use plus at most the cache's cap: 8-9 GB there).
 constexpr std::size_t kMapThreshold = QKGRAD_MAP_LARGE_BLOCKS ? std::size_t{1} << 20 : SIZE_MAX;
 
 void* system_allocate(std::size_t size) {
