@@ -125,6 +125,9 @@ void Backend::copy_block(const Tensor&, int64_t, int64_t, Tensor&, int64_t, int6
 void Backend::index_select(const Tensor&, const Tensor&, int64_t, int64_t, int64_t, Tensor&) {
   not_implemented("index_select");
 }
+void Backend::index_select_prefix(const Tensor&, const Tensor&, int64_t, Tensor&) {
+  not_implemented("index_select_prefix");
+}
 void Backend::index_add(const Tensor&, const Tensor&, int64_t, int64_t, int64_t, Tensor&) {
   not_implemented("index_add");
 }

@@ -270,6 +270,9 @@ class Backend {
   // x viewed as [outer, n, inner], ids (i64) as [k]: out[o, j, i] = x[o, ids[j], i].
   virtual void index_select(const Tensor& x, const Tensor& ids, int64_t outer, int64_t n,
                             int64_t inner, Tensor& out);
+  // x as [n, width], ids (i64) as [k], out as [k, width]: out[j, c] = x[ids[j], c] for c < used;
+  // the rest of each out row is left as it is. (A KV cache's reorder: only the steps in use.)
+  virtual void index_select_prefix(const Tensor& x, const Tensor& ids, int64_t used, Tensor& out);
   // The backward of index_select: dx[o, ids[j], i] += dy[o, j, i] (repeated ids add up).
   // dx is not cleared first. Deterministic: each thread owns a slice of the inner columns.
   virtual void index_add(const Tensor& dy, const Tensor& ids, int64_t outer, int64_t n,

@@ -31,10 +31,22 @@ void KVCache::append(const Tensor& k_step, const Tensor& v_step) {
   length_ += t;
 }
 
+// Copies only the length() steps in use of each kept row (a beam search reorders at every step:
+// copying the whole capacity made the copies most of a decode's time). The new rows' unused steps
+// are left unset: attention_step reads only the first length() of them.
 void KVCache::select_rows(const Tensor& rows) {
-  NoGradGuard no_grad;
-  keys_ = index_select(keys_, 0, rows);
-  values_ = index_select(values_, 0, rows);
+  check_index_tensor("KVCache::select_rows", rows, "rows");
+  QKGRAD_CHECK(rows.rank() == 1 && rows.device() == keys_.device(), "KVCache::select_rows: rows must be 1-D on ",
+               device_name(keys_.device()), ", got ", rows.shape(), " on ", device_name(rows.device()));
+  check_ids_in_range("KVCache::select_rows", rows, keys_.size(0), "row",
+                     cat("the cache holds ", keys_.size(0), " batch entries"));
+  const int64_t used = length_ * keys_.size(2);  // elements in use per batch entry
+  Backend& be = backend(keys_.device());
+  for (Tensor* cache : {&keys_, &values_}) {
+    Tensor kept = Tensor::empty({rows.numel(), capacity(), keys_.size(2)}, keys_.dtype(), keys_.device());  // [B', capacity, width]
+    be.index_select_prefix(*cache, rows, used, kept);
+    *cache = kept;
+  }
 }
 
 }  // namespace qkgrad

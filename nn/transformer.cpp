@@ -174,6 +174,7 @@ Seq2SeqTransformer::DecodeState Seq2SeqTransformer::start_decoding(const Tensor&
     state.cross.push_back(layer->cross_attn.project_memory(memory, src_lengths));
     state.self.emplace_back(memory.size(0), max_steps, config_.d_model, config_.dtype, memory.device());
   }
+  for (int64_t b = 0; b < memory.size(0); ++b) state.memory_rows.push_back(b);
   return state;
 }
 
@@ -194,6 +195,14 @@ void Seq2SeqTransformer::reorder(DecodeState& state, const Tensor& rows) const {
   check_on_device("rows", rows);
   const std::vector<int64_t> ids = rows.to_ids();  // on the host, for the key lengths
   for (auto& cache : state.self) cache.select_rows(rows);
+  std::vector<int64_t> memory_rows;
+  const auto rows_now = static_cast<int64_t>(state.memory_rows.size());
+  for (int64_t r : ids) {
+    QKGRAD_CHECK(r >= 0 && r < rows_now, "reorder: row ", r, " is outside the ", rows_now, " rows decoded");
+    memory_rows.push_back(state.memory_rows[static_cast<std::size_t>(r)]);
+  }
+  if (memory_rows == state.memory_rows) return;  // every row keeps its source's memory
+  state.memory_rows = memory_rows;
   for (auto& m : state.cross) {
     m.k = index_select(m.k, 0, rows);
     m.v = index_select(m.v, 0, rows);

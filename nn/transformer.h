@@ -134,12 +134,15 @@ class Seq2SeqTransformer : public Module {
     std::vector<MultiHeadAttention::Memory> cross;  // per decoder layer: projected memory
     std::vector<KVCache> self;                       // per decoder layer: self-attention cache
     int64_t step = 0;                                // tokens decoded so far
+    std::vector<int64_t> memory_rows;                // row i's cross memory: that of source memory_rows[i]
   };
   DecodeState start_decoding(const Tensor& memory, const std::vector<int64_t>& src_lengths,
                              int64_t max_steps);
   // tokens [B] (i64): the previous output token of each row -> logits [B, V] for the next one.
   Tensor decode_step(DecodeState& state, const Tensor& tokens);
   // Keeps rows[i] of every cached tensor as row i (beam search); rows: i64 on the model's device.
+  // The cross-attention memory is copied only when some row changes source (a beam search's
+  // reorders within each source's beams leave it as it is).
   void reorder(DecodeState& state, const Tensor& rows) const;
 
   const TransformerConfig& config() const { return config_; }

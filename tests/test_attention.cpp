@@ -199,6 +199,33 @@ TEST_CASE("incremental decoding with a KV cache equals the full causal computati
   }
 }
 
+TEST_CASE("a KV cache's select_rows keeps, repeats and drops batch entries with their steps", "[attention]") {
+  const int64_t B = 3, T = 4, W = 4;
+  const Inputs in = make_inputs(B, T, T, W, {}, 11);
+  NoGradGuard no_grad;
+  KVCache cache(B, /*capacity=*/6, W, DType::f64);
+  cache.append(slice(in.k, 1, 0, 3), slice(in.v, 1, 0, 3));
+  cache.select_rows(Tensor::from_ids({2, 0, 2, 1}, {4}));  // more rows: repeats
+  REQUIRE(cache.keys().shape() == Shape{4, 6, W});
+  const Tensor used = slice(cache.keys(), 1, 0, 3);  // [4, 3, W]: the steps in use
+  CHECK(max_abs_diff(used, index_select(slice(in.k, 1, 0, 3), 0, Tensor::from_ids({2, 0, 2, 1}, {4}))) == 0);
+  cache.select_rows(Tensor::from_ids({3, 0}, {2}));  // fewer rows: old rows 1 and 2
+  REQUIRE(cache.keys().shape() == Shape{2, 6, W});
+  CHECK(cache.length() == 3);
+  // Appending and attending go on with the new rows: row 0 is entry 1, row 1 is entry 2.
+  const Tensor rows = Tensor::from_ids({1, 2}, {2});
+  const Tensor k4 = index_select(slice(in.k, 1, 3, 4), 0, rows), v4 = index_select(slice(in.v, 1, 3, 4), 0, rows);
+  cache.append(k4, v4);
+  AttentionOptions o;
+  o.heads = 2;
+  const Tensor q = index_select(slice(in.q, 1, 3, 4), 0, rows);  // [2, 1, W]
+  const Tensor want = attention(q, index_select(in.k, 0, rows), index_select(in.v, 0, rows), in.g, o).out;
+  CHECK(max_abs_diff(attention_step(q, cache, in.g, o).out, want) < 1e-12);
+  CHECK_THROWS_WITH(cache.select_rows(Tensor::from_ids({0, 2}, {2})),
+                    Contains("KVCache::select_rows: row 2 at flat position 1") && Contains("the cache holds 2 batch entries"));
+  CHECK_THROWS_WITH(cache.select_rows(Tensor::from_ids({0, 1}, {1, 2})), Contains("KVCache::select_rows: rows must be 1-D"));
+}
+
 TEST_CASE("fully masked rows and zero vectors give finite results and finite gradients", "[attention]") {
   for (AttentionMode mode : {AttentionMode::qknorm, AttentionMode::scaled_dot}) {
     Inputs in = make_inputs(2, 3, 4, 4, {}, 10);

@@ -157,6 +157,10 @@ TEST_CASE("incremental decoding with KV caches reproduces the teacher-forced log
     model.reorder(swapped, Tensor::from_ids({1, 0}, {2}));
     const Tensor next = model.decode_step(swapped, Tensor::from_ids({9, 6}, {2}));  // row 0 is old row 1
     for (int64_t v = 0; v < 10; ++v) CHECK(next.at({0, v}) == Approx(full.at({1, 1, v})).epsilon(1e-10));
+    // Dropping a row (a finished sentence leaves the batch): the other keeps its history and memory.
+    model.reorder(swapped, Tensor::from_ids({1}, {1}));  // the old row 0, source 0
+    const Tensor last = model.decode_step(swapped, Tensor::from_ids({tgt[2]}, {1}));  // [1, V]
+    for (int64_t v = 0; v < 10; ++v) CHECK(last.at({0, v}) == Approx(full.at({0, 2, v})).epsilon(1e-10));
   }
 }
 

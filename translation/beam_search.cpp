@@ -67,9 +67,9 @@ bool search_done(std::vector<ScoredHypothesis>& finished, const std::vector<Hypo
   return true;
 }
 
-// The models' decoders side by side, for B sources with K rows each (row b·K + k: beam or
-// sample k of source b): each model's encoder output and caches. The next-token
-// log-probabilities are the mean over the models (one model: its own).
+// The models' decoders side by side, for B sources with K rows each (at first row b·K + k: beam
+// or sample k of source b; reorder keeps, repeats and drops rows): each model's encoder output
+// and caches. The next-token log-probabilities are the mean over the models (one model: its own).
 class Decoder {
  public:
   Decoder(const Models& models, const std::vector<std::vector<int64_t>>& sources, int64_t K, int64_t max_extra)
@@ -103,24 +103,30 @@ class Decoder {
     reorder(rows);
   }
 
-  // previous: each row's last token -> log p(next token) of every row, [rows · V] on the host.
-  std::vector<double> next_log_probs(const std::vector<int64_t>& previous) {
+  // previous: each row's last token -> log p(next token) of every row, [rows, V] f64 on the host
+  // (a tensor, so that the allocator's cache reuses its memory from step to step).
+  Tensor next_log_probs(const std::vector<int64_t>& previous) {
     const Tensor tokens = Tensor::from_ids(previous, {static_cast<int64_t>(previous.size())}, device_);
-    std::vector<double> mean;
+    Tensor mean;
     for (std::size_t i = 0; i < models_.size(); ++i) {
-      const std::vector<double> lp = log_softmax(models_[i]->decode_step(states_[i], tokens)).to_vector();  // [rows, V]
+      const Tensor lp = log_softmax(models_[i]->decode_step(states_[i], tokens));  // [rows, V]
+      Tensor host = Tensor::empty(lp.shape(), DType::f64, Device::cpu);
+      host.copy_(lp);
       if (i == 0) {
-        mean = lp;
+        mean = host;
       } else {
-        for (std::size_t j = 0; j < lp.size(); ++j) mean[j] += lp[j];
+        double* m = mean.data<double>();
+        const double* x = host.data<double>();
+        for (int64_t j = 0; j < mean.numel(); ++j) m[j] += x[j];
       }
     }
     if (models_.size() > 1) {
-      for (double& x : mean) x /= static_cast<double>(models_.size());
+      double* m = mean.data<double>();
+      for (int64_t j = 0; j < mean.numel(); ++j) m[j] /= static_cast<double>(models_.size());
     }
     return mean;
   }
-  // Row i takes the caches of row rows[i].
+  // Row i takes the caches of row rows[i]; there are rows.size() rows from then on.
   void reorder(const std::vector<int64_t>& rows) {
     const Tensor r = Tensor::from_ids(rows, {static_cast<int64_t>(rows.size())}, device_);
     for (std::size_t i = 0; i < models_.size(); ++i) models_[i]->reorder(states_[i], r);
@@ -171,7 +177,8 @@ int64_t draw(const double* row, int64_t V, const Sampling& s, std::mt19937_64& g
   return ids[keep - 1];
 }
 
-// K samples of each source: every row decodes on its own (no reordering), drawing each token.
+// K samples of each source: every row decodes on its own, drawing each token; an ended sample's
+// row leaves the batch (the only reordering).
 std::vector<std::vector<ScoredHypothesis>> sample_nbest(const Models& models, const std::vector<std::vector<int64_t>>& sources,
                                                         const BeamOptions& o, const std::vector<int64_t>& lines) {
   const TransformerConfig& c = models.front()->config();
@@ -183,33 +190,106 @@ std::vector<std::vector<ScoredHypothesis>> sample_nbest(const Models& models, co
     generators.emplace_back(mix(o.sampling.seed, static_cast<uint64_t>(line), static_cast<uint64_t>(r % K)));
   }
   std::vector<Hypothesis> rows(B * K, Hypothesis{{}, 0.0});
-  std::vector<bool> ended(B * K, false);
   std::vector<int64_t> previous(B * K, c.bos_id);
   std::vector<std::vector<ScoredHypothesis>> samples(B);
+  // The samples still drawn, in the decoder's row order (an ended sample leaves the batch).
+  std::vector<int64_t> active(B * K);
+  std::iota(active.begin(), active.end(), 0);
   for (int64_t t = 0; t <= decoder.steps; ++t) {
-    const std::vector<double> lp = decoder.next_log_probs(previous);
-    for (int64_t r = 0; r < B * K; ++r) {
+    const Tensor log_probs = decoder.next_log_probs(previous);  // [active, V] on the host
+    std::vector<int64_t> still_active, kept;                    // kept: their decoder rows
+    previous.clear();
+    for (std::size_t p = 0; p < active.size(); ++p) {
+      const int64_t r = active[p];
       const auto i = static_cast<std::size_t>(r);
-      if (ended[i]) continue;
-      const double* row = lp.data() + r * V;
+      const double* row = log_probs.data<double>() + static_cast<int64_t>(p) * V;
       // At the length limit the sample ends with eos, scored as any other ending.
       const bool out_of_room = t == decoder.max_len[r / K];
       const int64_t token = out_of_room ? c.eos_id : draw(row, V, o.sampling, generators[i]);
       rows[i].log_prob += row[token];
       if (token == c.eos_id) {
         samples[r / K].push_back(finish(std::move(rows[i].tokens), rows[i].log_prob, o));
-        ended[i] = true;
       } else {
         rows[i].tokens.push_back(token);
-        previous[i] = token;
+        previous.push_back(token);
+        still_active.push_back(r);
+        kept.push_back(static_cast<int64_t>(p));
       }
     }
-    if (std::all_of(ended.begin(), ended.end(), [](bool e) { return e; })) break;
+    if (still_active.empty()) break;
+    if (still_active.size() < active.size()) decoder.reorder(kept);
+    active = std::move(still_active);
   }
   for (auto& s : samples) {
     std::stable_sort(s.begin(), s.end(), [](const ScoredHypothesis& x, const ScoredHypothesis& y) { return x.score > y.score; });
   }
   return samples;
+}
+
+// One step of one sentence's search. beams: its K live hypotheses; lp: their next-token
+// log-probabilities [K, V]. Finished endings go to `finished`; the beams become the K best
+// continuations, parents[k] the beam that beam k continues. Returns whether the search of this
+// sentence is over.
+bool step_sentence(std::vector<Hypothesis>& beams, std::vector<ScoredHypothesis>& finished, const double* lp,
+                   int64_t t, int64_t max_len, int64_t V, int64_t eos, const BeamOptions& o,
+                   std::vector<int64_t>& parents) {
+  const auto K = static_cast<int64_t>(beams.size());
+  if (t == max_len) {
+    // Out of room: every live beam (|x| + max_extra tokens) ends here with eos, its log p(eos)
+    // counted as for any other ending, so that every finished score is log P(y + eos) / lp.
+    for (int64_t k = 0; k < K; ++k) {
+      const Hypothesis& h = beams[k];
+      if (h.log_prob != kDead) finished.push_back(finish(h.tokens, h.log_prob + lp[k * V + eos], o));
+    }
+    return true;
+  }
+  // The best 2K continuations of all live beams (2K so that K survive even if K end here);
+  // before min_length tokens, eos is not one of them.
+  const bool may_end = t >= o.min_length;
+  std::vector<Candidate> cands;
+  for (int64_t k = 0; k < K; ++k) {
+    const Hypothesis& h = beams[k];
+    if (h.log_prob == kDead) continue;
+    const double* row = lp + k * V;
+    std::vector<int64_t> ids;
+    ids.reserve(V);
+    for (int64_t v = 0; v < V; ++v) {
+      if (may_end || v != eos) ids.push_back(v);
+    }
+    const auto keep = std::min<std::ptrdiff_t>(2 * K, static_cast<std::ptrdiff_t>(ids.size()));
+    std::partial_sort(ids.begin(), ids.begin() + keep, ids.end(), [&](int64_t x, int64_t y) {
+      return row[x] > row[y] || (row[x] == row[y] && x < y);
+    });
+    for (std::ptrdiff_t i = 0; i < keep; ++i) cands.push_back({h.log_prob + row[ids[i]], k, ids[i]});
+  }
+  std::sort(cands.begin(), cands.end(), [](const Candidate& x, const Candidate& y) {
+    if (x.log_prob != y.log_prob) return x.log_prob > y.log_prob;
+    if (x.parent != y.parent) return x.parent < y.parent;
+    return x.token < y.token;
+  });
+  std::vector<Hypothesis> next;
+  for (std::size_t rank = 0; rank < cands.size(); ++rank) {
+    const Candidate& cand = cands[rank];
+    const Hypothesis& parent = beams[cand.parent];
+    if (cand.token == eos) {
+      // An ending counts only if it is among the K best candidates of this step: beam 1 is
+      // then exactly greedy decoding.
+      const bool room = o.stop == BeamStop::bound || static_cast<int64_t>(finished.size()) < K;
+      if (static_cast<int64_t>(rank) < K && room) finished.push_back(finish(parent.tokens, cand.log_prob, o));
+    } else if (static_cast<int64_t>(next.size()) < K) {
+      Hypothesis h{parent.tokens, cand.log_prob};
+      h.tokens.push_back(cand.token);
+      next.push_back(std::move(h));
+      parents.push_back(cand.parent);
+    }
+  }
+  const bool done = search_done(finished, next, K, max_len, o);
+  while (static_cast<int64_t>(next.size()) < K) {  // pad with dead beams
+    next.push_back(Hypothesis{});
+    parents.push_back(0);
+  }
+  beams = std::move(next);
+  return done;
 }
 
 }  // namespace
@@ -237,94 +317,37 @@ std::vector<std::vector<ScoredHypothesis>> beam_search_nbest(const Models& model
   const int64_t B = static_cast<int64_t>(sources.size()), K = o.beam, V = c.vocab;
   Decoder decoder(models, sources, K, o.max_extra);
   const std::vector<int64_t>& max_len = decoder.max_len;
-  std::vector<int64_t> rows(B * K);
-
   std::vector<std::vector<Hypothesis>> live(B, std::vector<Hypothesis>(K));
   std::vector<std::vector<ScoredHypothesis>> finished(B);
-  std::vector<bool> done(B, false);
   for (auto& beams : live) beams[0].log_prob = 0;  // one live beam to start with
-  std::vector<int64_t> previous(B * K, c.bos_id);
+  // The sentences still searched, in the decoder's row order: active[p]'s beams are rows
+  // p·K … p·K + K − 1. A finished sentence leaves the batch (as in fairseq), so that the
+  // decoder's work follows the sentences still open, not the longest one.
+  std::vector<int64_t> active(B);
+  std::iota(active.begin(), active.end(), 0);
+  std::vector<int64_t> previous(B * K, c.bos_id);  // each row's last token
 
   // Steps 0 … steps − 1 choose tokens; a sentence's step max_len only ends its live beams.
   for (int64_t t = 0; t <= decoder.steps; ++t) {
-    const std::vector<double> lp = decoder.next_log_probs(previous);  // [B·K, V] on the host
-    for (int64_t b = 0; b < B; ++b) {
-      auto& beams = live[b];
-      if (done[b]) continue;
-      if (t == max_len[b]) {
-        // Out of room: every live beam (|x| + max_extra tokens) ends here with eos, its log p(eos)
-        // counted as for any other ending, so that every finished score is log P(y + eos) / lp.
-        for (int64_t k = 0; k < K; ++k) {
-          const Hypothesis& h = beams[k];
-          if (h.log_prob == kDead) continue;
-          const double log_prob = h.log_prob + lp[(b * K + k) * V + c.eos_id];
-          finished[b].push_back(finish(h.tokens, log_prob, o));
-        }
-        done[b] = true;  // its rows are never read again
-        continue;
-      }
-      // The best 2K continuations of all live beams (2K so that K survive even if K end here);
-      // before min_length tokens, eos is not one of them.
-      const bool may_end = t >= o.min_length;
-      std::vector<Candidate> cands;
-      for (int64_t k = 0; k < K; ++k) {
-        const Hypothesis& h = beams[k];
-        if (h.log_prob == kDead) continue;
-        const double* row = lp.data() + (b * K + k) * V;
-        std::vector<int64_t> ids;
-        ids.reserve(V);
-        for (int64_t v = 0; v < V; ++v) {
-          if (may_end || v != c.eos_id) ids.push_back(v);
-        }
-        const auto keep = std::min<std::ptrdiff_t>(2 * K, static_cast<std::ptrdiff_t>(ids.size()));
-        std::partial_sort(ids.begin(), ids.begin() + keep, ids.end(), [&](int64_t x, int64_t y) {
-          return row[x] > row[y] || (row[x] == row[y] && x < y);
-        });
-        for (std::ptrdiff_t i = 0; i < keep; ++i) {
-          const int64_t v = ids[i];
-          cands.push_back({h.log_prob + row[v], k, v});
-        }
-      }
-      std::sort(cands.begin(), cands.end(), [](const Candidate& x, const Candidate& y) {
-        if (x.log_prob != y.log_prob) return x.log_prob > y.log_prob;
-        if (x.parent != y.parent) return x.parent < y.parent;
-        return x.token < y.token;
-      });
-      std::vector<Hypothesis> next;
+    const Tensor log_probs = decoder.next_log_probs(previous);  // [active · K, V] on the host
+    const double* lp = log_probs.data<double>();
+    std::vector<int64_t> still_active, rows;  // rows: the decoder rows the next step continues
+    previous.clear();
+    for (std::size_t p = 0; p < active.size(); ++p) {
+      const int64_t b = active[p];
+      const double* sentence_lp = lp + static_cast<int64_t>(p) * K * V;  // [K, V]
       std::vector<int64_t> parents;
-      for (std::size_t rank = 0; rank < cands.size(); ++rank) {
-        const Candidate& cand = cands[rank];
-        const Hypothesis& parent = beams[cand.parent];
-        if (cand.token == c.eos_id) {
-          // An ending counts only if it is among the K best candidates of this step: beam 1 is
-          // then exactly greedy decoding.
-          const bool room = o.stop == BeamStop::bound || static_cast<int64_t>(finished[b].size()) < K;
-          if (static_cast<int64_t>(rank) < K && room) {
-            finished[b].push_back(finish(parent.tokens, cand.log_prob, o));
-          }
-        } else if (static_cast<int64_t>(next.size()) < K) {
-          Hypothesis h{parent.tokens, cand.log_prob};
-          h.tokens.push_back(cand.token);
-          next.push_back(std::move(h));
-          parents.push_back(cand.parent);
-        }
-      }
-      done[b] = search_done(finished[b], next, K, max_len[b], o);
-      while (static_cast<int64_t>(next.size()) < K) {  // pad with dead beams
-        next.push_back(Hypothesis{});
-        parents.push_back(0);
-      }
+      if (step_sentence(live[b], finished[b], sentence_lp, t, max_len[b], V, c.eos_id, o, parents)) continue;
+      still_active.push_back(b);
       for (int64_t k = 0; k < K; ++k) {
-        rows[b * K + k] = b * K + parents[k];
-        const auto& h = next[k];
-        previous[b * K + k] = h.tokens.empty() ? c.eos_id : h.tokens.back();
+        rows.push_back(static_cast<int64_t>(p) * K + parents[k]);
+        const auto& h = live[b][k];
+        previous.push_back(h.tokens.empty() ? c.eos_id : h.tokens.back());
       }
-      beams = std::move(next);
     }
-    if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) break;
-    // Every row now takes the caches of its parent (rows of finished sentences keep whatever
-    // they last had: they are never read again).
-    decoder.reorder(rows);
+    if (still_active.empty()) break;
+    active = std::move(still_active);
+    decoder.reorder(rows);  // every row takes the caches of its parent
   }
 
   // Best first; equal scores keep the order they finished in (the first is what beam_search

@@ -78,6 +78,7 @@ class CpuBackend final : public Backend {
                   bool accumulate) override;
   void index_select(const Tensor& x, const Tensor& ids, int64_t outer, int64_t n, int64_t inner,
                     Tensor& out) override;
+  void index_select_prefix(const Tensor& x, const Tensor& ids, int64_t used, Tensor& out) override;
   void index_add(const Tensor& dy, const Tensor& ids, int64_t outer, int64_t n, int64_t inner,
                  Tensor& dx) override;
   void gather(const Tensor& x, const Tensor& index, int64_t outer, int64_t n, int64_t k,

@@ -83,6 +83,21 @@ void CpuBackend::index_select(const Tensor& x, const Tensor& ids, int64_t outer,
   });
 }
 
+void CpuBackend::index_select_prefix(const Tensor& x, const Tensor& ids, int64_t used, Tensor& out) {
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = x.data<T>();
+    const int64_t* id = ids.data<int64_t>();
+    T* o = out.data<T>();
+    const int64_t k = ids.numel(), in_width = x.numel() / std::max<int64_t>(x.size(0), 1);
+    const int64_t out_width = out.numel() / std::max<int64_t>(k, 1);
+#pragma omp parallel for schedule(static) if (k * used >= kParallelGrain)
+    for (int64_t j = 0; j < k; ++j) {
+      std::memcpy(o + j * out_width, in + id[j] * in_width, static_cast<std::size_t>(used) * sizeof(T));
+    }
+  });
+}
+
 void CpuBackend::index_add(const Tensor& dy, const Tensor& ids, int64_t outer, int64_t n,
                            int64_t inner, Tensor& dx) {
   dispatch(dy.dtype(), [&](auto tag) {

@@ -67,6 +67,19 @@ __global__ void index_select_kernel(const T* x, const int64_t* ids, T* out, int6
   }
 }
 
+// x as [n, in_width], ids as [k], out as [k, out_width]: out[j, c] = x[ids[j], c] for c < used.
+// One thread per copied element (grid-stride).
+template <typename T>
+__global__ void index_select_prefix_kernel(const T* x, const int64_t* ids, T* out, int64_t n,
+                                           int64_t in_width, int64_t out_width, int64_t used,
+                                           int64_t total) {
+  for (int64_t e = cuda::first_index(); e < total; e += cuda::index_step()) {
+    const int64_t j = e / used, c = e % used;
+    const int64_t id = ids[j];
+    out[j * out_width + c] = id_in_range(id, n) ? x[id * in_width + c] : T(NAN);
+  }
+}
+
 // dy as [outer, k, inner], ids as [k], dx as [outer, n, inner]:
 //   dx[o, ids[j], i] += dy[o, j, i]   for j = 0, 1, ..., k - 1 in order
 // One thread per column (o, i) (grid-stride over outer * inner): the thread alone writes
@@ -160,6 +173,19 @@ void CudaBackend::index_select(const Tensor& x, const Tensor& ids, int64_t outer
     using T = decltype(tag);
     index_select_kernel<T><<<grid_for(total), kThreads>>>(x.data<T>(), ids.data<int64_t>(),
                                                            out.data<T>(), n, k, inner, total);
+  });
+  QKGRAD_CUDA_LAUNCHED();
+}
+
+void CudaBackend::index_select_prefix(const Tensor& x, const Tensor& ids, int64_t used, Tensor& out) {
+  const int64_t k = ids.numel(), n = x.size(0);
+  const int64_t total = k * used;
+  if (total == 0) return;
+  const int64_t in_width = x.numel() / n, out_width = out.numel() / k;
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    index_select_prefix_kernel<T><<<grid_for(total), kThreads>>>(x.data<T>(), ids.data<int64_t>(), out.data<T>(),
+                                                                  n, in_width, out_width, used, total);
   });
   QKGRAD_CUDA_LAUNCHED();
 }
