@@ -1,5 +1,7 @@
 #include "nn/kv_cache.h"
 
+#include <algorithm>
+
 #include "core/autograd.h"
 #include "core/backend.h"
 #include "core/error.h"
@@ -8,9 +10,14 @@
 
 namespace qkgrad {
 
+namespace {
+constexpr int64_t kFirstSteps = 16;  // the storage's first size, in steps
+}  // namespace
+
 KVCache::KVCache(int64_t batch, int64_t capacity, int64_t width, DType dtype, Device device)
-    : keys_(Tensor::zeros({batch, capacity, width}, dtype, device)),
-      values_(Tensor::zeros({batch, capacity, width}, dtype, device)) {}
+    : keys_(Tensor::zeros({batch, std::min(capacity, kFirstSteps), width}, dtype, device)),
+      values_(Tensor::zeros({batch, std::min(capacity, kFirstSteps), width}, dtype, device)),
+      capacity_(capacity) {}
 
 void KVCache::append(const Tensor& k_step, const Tensor& v_step) {
   check_same_dtype_device("KVCache::append", keys_, k_step);
@@ -21,14 +28,31 @@ void KVCache::append(const Tensor& k_step, const Tensor& v_step) {
                "KVCache::append: k ", k_step.shape(), " and v ", v_step.shape(), " must both be [", batch,
                ", t, ", width, "]");
   const int64_t t = k_step.size(1);
-  QKGRAD_CHECK(length_ + t <= capacity(), "KVCache::append: ", length_, " cached + ", t,
-               " new steps exceed the capacity of ", capacity());
+  QKGRAD_CHECK(length_ + t <= capacity_, "KVCache::append: ", length_, " cached + ", t,
+               " new steps exceed the capacity of ", capacity_);
+  grow(length_ + t);
+  const int64_t allocated = keys_.size(1);
   Backend& be = backend(keys_.device());
-  be.copy_block(k_step, t, 0, keys_, capacity(), length_, batch, t, width, false);
-  be.copy_block(v_step, t, 0, values_, capacity(), length_, batch, t, width, false);
+  be.copy_block(k_step, t, 0, keys_, allocated, length_, batch, t, width, false);
+  be.copy_block(v_step, t, 0, values_, allocated, length_, batch, t, width, false);
   keys_.mark_written();
   values_.mark_written();
   length_ += t;
+}
+
+// Doubling, up to the capacity: a decode of n steps copies O(n) steps in all for it, and holds
+// memory for the steps it reaches, not for the longest it might.
+void KVCache::grow(int64_t steps) {
+  const int64_t allocated = keys_.size(1);
+  if (steps <= allocated) return;
+  const int64_t batch = keys_.size(0), width = keys_.size(2);
+  const int64_t larger = std::min(capacity_, std::max(steps, 2 * allocated));
+  Backend& be = backend(keys_.device());
+  for (Tensor* cache : {&keys_, &values_}) {
+    Tensor bigger = Tensor::empty({batch, larger, width}, cache->dtype(), cache->device());  // [B, larger, width]
+    be.copy_block(*cache, allocated, 0, bigger, larger, 0, batch, length_, width, false);
+    *cache = bigger;
+  }
 }
 
 // Copies only the length() steps in use of each kept row (a beam search reorders at every step:
@@ -43,7 +67,7 @@ void KVCache::select_rows(const Tensor& rows) {
   const int64_t used = length_ * keys_.size(2);  // elements in use per batch entry
   Backend& be = backend(keys_.device());
   for (Tensor* cache : {&keys_, &values_}) {
-    Tensor kept = Tensor::empty({rows.numel(), capacity(), keys_.size(2)}, keys_.dtype(), keys_.device());  // [B', capacity, width]
+    Tensor kept = Tensor::empty({rows.numel(), keys_.size(1), keys_.size(2)}, keys_.dtype(), keys_.device());  // [B', allocated, width]
     be.index_select_prefix(*cache, rows, used, kept);
     *cache = kept;
   }

@@ -12,6 +12,7 @@ namespace qkgrad {
 
 class KVCache {
  public:
+  // capacity: the most steps it may hold. The storage grows (doubling) as steps are appended.
   KVCache(int64_t batch, int64_t capacity, int64_t width, DType dtype = DType::f32,
           Device device = Device::cpu);
   // Appends k_step, v_step ([B, t, width]) after the cached steps. No gradient flows into the
@@ -21,13 +22,14 @@ class KVCache {
   // hypotheses this way. The batch size becomes rows.numel().
   void select_rows(const Tensor& rows);
   int64_t length() const { return length_; }
-  int64_t capacity() const { return keys_.size(1); }
-  const Tensor& keys() const { return keys_; }      // [B, capacity, width]; first length() used
+  int64_t capacity() const { return capacity_; }
+  const Tensor& keys() const { return keys_; }      // [B, allocated, width]; first length() used
   const Tensor& values() const { return values_; }
 
  private:
+  void grow(int64_t steps);  // storage for at least `steps` steps
   Tensor keys_, values_;
-  int64_t length_ = 0;
+  int64_t length_ = 0, capacity_ = 0;
 };
 
 // attention_step (ops/attention.h) over everything in `cache`.

@@ -4,6 +4,7 @@
 // ops/checks/attention_cases.cpp.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/autograd.h"
@@ -224,6 +225,28 @@ TEST_CASE("a KV cache's select_rows keeps, repeats and drops batch entries with 
   CHECK_THROWS_WITH(cache.select_rows(Tensor::from_ids({0, 2}, {2})),
                     Contains("KVCache::select_rows: row 2 at flat position 1") && Contains("the cache holds 2 batch entries"));
   CHECK_THROWS_WITH(cache.select_rows(Tensor::from_ids({0, 1}, {1, 2})), Contains("KVCache::select_rows: rows must be 1-D"));
+}
+
+TEST_CASE("a KV cache's storage grows with the steps appended, up to its capacity", "[attention]") {
+  const int64_t B = 2, T = 40, W = 4;
+  const Inputs in = make_inputs(B, T, T, W, {}, 12);
+  AttentionOptions o;
+  o.heads = 2;
+  o.causal = true;
+  NoGradGuard no_grad;
+  const Tensor full = attention(in.q, in.k, in.v, in.g, o).out;  // [B, T, W]
+  KVCache cache(B, /*capacity=*/T, W, DType::f64);
+  for (int64_t t = 0; t < T; t += 3) {  // 3 steps at a time (the last append: 1), a reorder between
+    const int64_t end = std::min(T, t + 3);
+    cache.append(slice(in.k, 1, t, end), slice(in.v, 1, t, end));
+    CHECK(cache.keys().size(1) >= end);
+    CHECK(cache.keys().size(1) <= T);
+    CHECK(max_abs_diff(attention_step(slice(in.q, 1, t, end), cache, in.g, o).out, slice(full, 1, t, end)) < 1e-12);
+    cache.select_rows(Tensor::from_ids({0, 1}, {2}));
+  }
+  CHECK(cache.length() == T);
+  CHECK(cache.capacity() == T);
+  CHECK_THROWS_WITH(cache.append(slice(in.k, 1, 0, 1), slice(in.v, 1, 0, 1)), Contains("exceed the capacity of 40"));
 }
 
 TEST_CASE("fully masked rows and zero vectors give finite results and finite gradients", "[attention]") {
