@@ -35,16 +35,18 @@ warmup=8000
 [ -f "$data/train.gl" ] || { echo "error: $data/train.gl not found (the TED corpus of ../shared/data)" >&2; exit 1; }
 mkdir -p "$root"
 
-# warm_up RUN MODE PRECISION STEPS: train RUN (new or resumed) to step STEPS with dev BLEU every 500.
+# warm_up RUN MODE PRECISION STEPS: train RUN (new or resumed) to step STEPS with dev BLEU every
+# 500 and checkpoints/last saved every 100 steps (a SIGTERM saves too, but a session that ends
+# with a SIGKILL would otherwise lose up to 500 steps, half an hour of this machine).
 warm_up() {
   local run=$1 mode=$2 precision=$3 steps=$4
   if [ -f "$run/checkpoints/last/model.safetensors" ]; then
     # --threads is the machine's setting, not the run's: a resume that leaves it out takes every
     # core, and two such runs side by side spend much of their time in OpenMP's spinning waits.
-    "$translate" train --run "$run" --resume --threads 1 --max-steps "$steps" --eval-every 500
+    "$translate" train --run "$run" --resume --threads 1 --max-steps "$steps" --eval-every 500 --save-every 100
   else
     "$translate" train --data "$data" --src gl --tgt en --run "$run" --attn "$mode" --seed 1 "${recipe[@]}" \
-      --precision "$precision" --max-steps "$steps" --eval-every 500
+      --precision "$precision" --max-steps "$steps" --eval-every 500 --save-every 100
   fi
 }
 
