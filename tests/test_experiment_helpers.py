@@ -166,8 +166,19 @@ class SummarizeTest(unittest.TestCase):
         self.record("scaled_dot-seed1", '{"bleu": 9.0, "chrf": 30.0}', '{"step": 100, "dev_bleu": 10.0, "elapsed_s": 60}\n')
         rc, out, err = run(SUMMARIZE, self.dir.name, "toy")
         self.assertEqual(rc, 0, err)
-        self.assertIn("| qknorm | 1 | 9.50 | 30.2 | 10.50 | 1 | 100 | 1 min |", out)
+        self.assertIn("| qknorm | 1 | 9.50 | n/a | 30.2 | 10.50 | 1 | 100 | 1 min |", out)
         self.assertIn("**+0.50 BLEU**, one run of each", out)
+
+    def test_brevity_penalty_and_retokenised_bleu(self):
+        line = "BLEU = 9.50 40.5/14.6/6.1/2.6 (BP = 0.889 ratio = 0.895 hyp_len = 20725 ref_len = 23157)"
+        self.record("qknorm-seed1", json.dumps({"bleu": 9.5, "chrf": 30.25, "bleu_line": line, "bleu_13a": 14.25}),
+                    '{"step": 100, "dev_bleu": 10.5, "elapsed_s": 60}\n')
+        self.record("scaled_dot-seed1", '{"bleu": 9.0, "chrf": 30.0}', '{"step": 100, "dev_bleu": 10.0, "elapsed_s": 60}\n')
+        rc, out, err = run(SUMMARIZE, self.dir.name, "toy")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("| test BLEU | BP | BLEU, 13a re-tokenised | chrF |", out)
+        self.assertIn("| qknorm | 1 | 9.50 | 0.889 | 14.25 | 30.2 |", out)
+        self.assertIn("| scaled_dot | 1 | 9.00 | n/a | n/a | 30.0 |", out)  # an older record: neither
 
     def test_by_step_columns(self):
         short = [("qknorm", 1, {"evals": [(600, 2.0), (1200, 6.0), (1800, 12.0), (2400, 13.0)]})]
