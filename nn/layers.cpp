@@ -30,8 +30,10 @@ Tensor Embedding::embed(const Tensor& ids) const {
 }
 
 Tensor Embedding::logits(const Tensor& x) const {
-  return linear(x, fixnorm ? l2_normalize(weight) : weight);  // [B, T, D] x [V, D]ᵀ
+  return linear(x, output_rows());  // [B, T, D] x [V, D]ᵀ
 }
+
+Tensor Embedding::output_rows() const { return fixnorm ? l2_normalize(weight) : weight; }
 
 LayerNorm::LayerNorm(int64_t dim, double epsilon, const InitContext& init)
     : gamma(init.full({dim}, 1.0)), beta(init.zeros({dim})), eps(epsilon) {

@@ -29,6 +29,8 @@ class Embedding : public Module {
   Embedding(int64_t vocab, int64_t dim, bool fixnorm, const InitContext& init);
   Tensor embed(const Tensor& ids) const;  // ids [B, T] (i64) -> [B, T, D]
   Tensor logits(const Tensor& x) const;   // [B, T, D] -> [B, T, V]
+  // ê (FixNorm) or E, [V, D]: the output layer's rows. A decode takes them once, not every step.
+  Tensor output_rows() const;
 
   Tensor weight;  // [V, D], N(0, 1/D)
   bool fixnorm;

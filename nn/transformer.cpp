@@ -175,6 +175,7 @@ Seq2SeqTransformer::DecodeState Seq2SeqTransformer::start_decoding(const Tensor&
     state.self.emplace_back(memory.size(0), max_steps, config_.d_model, config_.dtype, memory.device());
   }
   for (int64_t b = 0; b < memory.size(0); ++b) state.memory_rows.push_back(b);
+  state.output_rows = embedding.output_rows();  // FixNorm's normalisation once per decode
   return state;
 }
 
@@ -186,7 +187,7 @@ Tensor Seq2SeqTransformer::decode_step(DecodeState& state, const Tensor& tokens)
     y = decoder_layers[i]->forward_step(y, state.self[i], state.cross[i], dropout_gen_);
   }
   ++state.step;
-  const Tensor logits = embedding.logits(decoder_norm->forward(y));  // [B, 1, V]
+  const Tensor logits = linear(decoder_norm->forward(y), state.output_rows);  // [B, 1, V]
   return logits.reshape({logits.size(0), logits.size(2)});
 }
 

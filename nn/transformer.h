@@ -135,6 +135,7 @@ class Seq2SeqTransformer : public Module {
     std::vector<KVCache> self;                       // per decoder layer: self-attention cache
     int64_t step = 0;                                // tokens decoded so far
     std::vector<int64_t> memory_rows;                // row i's cross memory: that of source memory_rows[i]
+    Tensor output_rows;                              // [V, D] the output layer's rows (Embedding::output_rows)
   };
   DecodeState start_decoding(const Tensor& memory, const std::vector<int64_t>& src_lengths,
                              int64_t max_steps);
