@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <unistd.h>
+#include <vector>
 
 #include "core/autograd.h"
 #include "core/backend.h"
@@ -67,6 +68,30 @@ TEST_CASE("bfloat16: the top 16 bits of a float, rounded to nearest with ties to
   // Subnormals round like everything else (float's range is bf16's).
   CHECK(bf16_bits(from_bits(0x00010000u)) == 0x0001);
   CHECK(bf16_bits(from_bits(0x00008000u)) == 0x0000);  // a tie: to even (0)
+}
+
+// The definition as a plain scalar function: a tensor's conversion runs round_to_bf16 in a loop
+// the compiler vectorises (if-converting its NaN test), and must give the same bits for every float.
+uint16_t reference_bf16(uint32_t u) {
+  if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x007FFFFFu) != 0) return static_cast<uint16_t>((u >> 16) | 0x0040u);
+  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+TEST_CASE("bfloat16: a tensor's conversion (a vectorised loop) gives the definition's bits", "[bf16]") {
+  // Every top half with low halves 0, 1, 0x7FFF, 0x8000 (the ties), 0x8001 and 0xFFFF (every NaN
+  // and infinity among them), and a stride through all 2^32 patterns that varies the low bits.
+  std::vector<uint32_t> patterns;
+  for (uint32_t top = 0; top <= 0xFFFFu; ++top) {
+    for (uint32_t low : {0x0u, 0x1u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu}) patterns.push_back(top << 16 | low);
+  }
+  for (uint64_t u = 0; u <= 0xFFFFFFFFull; u += 40'009) patterns.push_back(static_cast<uint32_t>(u));
+  const Tensor x = Tensor::empty({static_cast<int64_t>(patterns.size())}, DType::f32);  // the bits as they are
+  std::memcpy(x.raw_data(), patterns.data(), patterns.size() * sizeof(uint32_t));
+  const Tensor b = x.to(DType::bf16);
+  const auto* bits = static_cast<const uint16_t*>(b.raw_data());
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < patterns.size(); ++i) wrong += bits[i] != reference_bf16(patterns[i]);
+  CHECK(wrong == 0);
 }
 
 TEST_CASE("bfloat16 tensors: conversion, element access, printing; ops refuse to compute in it", "[bf16]") {
