@@ -13,6 +13,12 @@
 # --restore never overwrites a run directory that exists, and skips a run whose records are
 # already committed (experiments/results/NAME/RUN/test.json); experiments/converged.sh calls it
 # before it trains. Park again before each session ends: the parked copy is replaced.
+#
+# A second copy goes outside the work tree, to $QKGRAD_PARK_STORE (default
+# /var/tmp/qkgrad-parked/NAME). A new session may get the same machine back with its work tree
+# laid anew, and an untracked folder of more than a few tens of MB has not come back with a new
+# checkout (the paper runs' 1.1 GB did not, 2026-12-07): the copy outside survives wherever the
+# machine does. --restore takes each run from whichever copy is at the later step.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -23,6 +29,7 @@ if [ "${1:-}" = --restore ]; then restore=1; shift; fi
 name=$1
 case "$name" in */* | .* | "") echo "error: NAME '$name' must be a plain directory name" >&2; exit 2 ;; esac
 root=experiments/runs/$name parked=experiments/parked/$name records=experiments/results/$name
+store=${QKGRAD_PARK_STORE:-/var/tmp/qkgrad-parked}/$name
 
 # last_step RUN: the step RUN resumes from (the "step" of checkpoints/last/trainer.safetensors'
 # header), or "?" if it cannot be read.
@@ -38,12 +45,24 @@ except (OSError, ValueError, KeyError, struct.error):
 PY
 }
 
+# step_number RUN: last_step as a number for comparing (-1 where unreadable).
+step_number() {
+  local step
+  step=$(last_step "$1")
+  [[ "$step" =~ ^[0-9]+$ ]] && echo "$step" || echo -1
+}
+
 if [ "$restore" = 1 ]; then
-  [ -d "$parked" ] || { echo "== nothing parked for $name ($parked does not exist)"; exit 0; }
+  if [ ! -d "$parked" ] && [ ! -d "$store" ]; then
+    echo "== nothing parked for $name (neither $parked nor $store exists)"
+    exit 0
+  fi
   mkdir -p "$root"
-  for run in "$parked"/*/; do
-    run=${run%/}; base=${run##*/}
-    [ -d "$run" ] || continue
+  for base in $(ls -d "$parked"/*/ "$store"/*/ 2>/dev/null | xargs -rn1 basename | sort -u); do
+    run=$parked/$base  # the copy at the later step
+    if [ ! -d "$run" ] || { [ -d "$store/$base" ] && [ "$(step_number "$store/$base")" -gt "$(step_number "$run")" ]; }; then
+      run=$store/$base
+    fi
     if [ -f "$records/$base/test.json" ]; then
       echo "== $base: its records are committed ($records/$base); the parked copy is stale, not restored"
     elif [ -e "$root/$base" ]; then
@@ -51,7 +70,7 @@ if [ "$restore" = 1 ]; then
     else
       cp -a "$run" "$root/$base"
       if [ -f "$run.log" ]; then cp "$run.log" "$root/$base.log"; fi
-      echo "== $base: restored at step $(last_step "$root/$base")"
+      echo "== $base: restored at step $(last_step "$root/$base") (from $run)"
     fi
   done
   exit 0
@@ -118,10 +137,17 @@ fi
   for k in "${kept[@]}"; do echo "- \`$name/${k% at step *}\` at step ${k##* at step }"; done
   echo
   echo "experiments/runs/ is ignored by git and is lost with each new machine; experiments/parked/ is"
-  echo "untracked but not ignored, so that a later checkout may bring it back. To go on:"
+  echo "untracked but not ignored, so that a later checkout may bring it back (if it is small: a"
+  echo "second copy is in $store, outside the work tree, for a later session on this machine). To go on:"
   echo
   echo "    experiments/park.sh --restore $name    # experiments/converged.sh does this itself"
   echo
   echo "Never commit this folder; delete it once the runs' records are committed."
 } > "$parked/README.md"
 echo "== wrote $parked/README.md"
+# The copy outside the work tree (see the top): the same folder, replaced whole.
+if mkdir -p "$store" 2>/dev/null && rm -rf "${store:?}" && cp -a "$parked" "$store"; then
+  echo "== and copied it to $store (outside the work tree)"
+else
+  echo "warning: could not copy $parked to $store; only the copy in the work tree is kept" >&2
+fi
