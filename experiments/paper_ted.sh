@@ -19,7 +19,7 @@
 # experiments/results/ted-paper.md. Stop it at any time (experiments/park.sh ted-paper before a
 # session ends) and run it again to go on. Environment: QKGRAD_TRANSLATE (the binary; a copy
 # outside build/ keeps a rebuild from changing a run's program), NAME (default ted-paper), MODES
-# (default "qknorm scaled_dot").
+# (default "qknorm scaled_dot"), QKGRAD_RUN_STORE (where the runs live, default /var/tmp/qkgrad-runs).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 data=../shared/data/ted-gl-en
@@ -33,6 +33,12 @@ warmup=8000
 
 [ -x "$translate" ] || { echo "error: $translate not found: build it first (scripts/test.sh builds it)" >&2; exit 1; }
 [ -f "$data/train.gl" ] || { echo "error: $data/train.gl not found (the TED corpus of ../shared/data)" >&2; exit 1; }
+# The runs live outside the work tree, experiments/runs/NAME being a link there (unless it is a
+# folder already): a later session may get this machine back with its work tree laid anew, and
+# then finds the runs where the last one left them, even one that ended before it could park them
+# (at most 100 steps behind). park.sh still copies them for a move to another machine.
+store=${QKGRAD_RUN_STORE:-/var/tmp/qkgrad-runs}/$name
+if [ ! -e "$root" ]; then mkdir -p "$store" "${root%/*}" && ln -s "$(realpath "$store")" "$root"; fi
 mkdir -p "$root"
 
 # warm_up RUN MODE PRECISION STEPS: train RUN (new or resumed) to step STEPS with dev BLEU every
