@@ -35,6 +35,13 @@ float from_bits(uint32_t u) {
 }
 uint16_t bf16_bits(float f) { return bfloat16(f).bits; }
 
+// The definition as a plain scalar function: a tensor's conversion runs round_to_bf16 in a loop
+// the compiler vectorises (if-converting its NaN test), and must give the same bits for every float.
+uint16_t reference_bf16(uint32_t u) {
+  if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x007FFFFFu) != 0) return static_cast<uint16_t>((u >> 16) | 0x0040u);
+  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
 }  // namespace
 
 TEST_CASE("bfloat16: the top 16 bits of a float, rounded to nearest with ties to even", "[bf16]") {
@@ -68,13 +75,6 @@ TEST_CASE("bfloat16: the top 16 bits of a float, rounded to nearest with ties to
   // Subnormals round like everything else (float's range is bf16's).
   CHECK(bf16_bits(from_bits(0x00010000u)) == 0x0001);
   CHECK(bf16_bits(from_bits(0x00008000u)) == 0x0000);  // a tie: to even (0)
-}
-
-// The definition as a plain scalar function: a tensor's conversion runs round_to_bf16 in a loop
-// the compiler vectorises (if-converting its NaN test), and must give the same bits for every float.
-uint16_t reference_bf16(uint32_t u) {
-  if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x007FFFFFu) != 0) return static_cast<uint16_t>((u >> 16) | 0x0040u);
-  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 
 TEST_CASE("bfloat16: a tensor's conversion (a vectorised loop) gives the definition's bits", "[bf16]") {
