@@ -5,8 +5,9 @@
 
 Each RECORD is a run directory or a committed record (experiments/results/NAME/MODE-seedN) holding
 metrics.jsonl; its label is NAME/MODE-seedN. The metric is any number metrics.jsonl logs: dev_loss,
-dev_bleu, dev_chrf (one point per evaluation) or train_loss (one per log line). Runs of the same NAME
-share a colour; seeds differ by dash."""
+dev_bleu, dev_chrf, dev_brevity_penalty, dev_length_ratio (one point per evaluation; the last two
+only in runs trained since 2026-12-07) or train_loss (one per log line). Runs of the same NAME share
+a colour; seeds differ by dash."""
 import argparse
 import html
 import json

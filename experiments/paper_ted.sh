@@ -62,7 +62,8 @@ case "${1:-train}" in
     pids=()
     for mode in ${MODES:-qknorm scaled_dot}; do
       if [ -f "$root/$mode-seed1/train.done" ] || [ -f "experiments/results/$name/$mode-seed1/test.json" ]; then continue; fi
-      warm_up "$root/$mode-seed1" "$mode" bf16 "$warmup" > "$root/$mode-seed1.warmup.log" 2>&1 &
+      # Appended, not replaced: each resume's log keeps the evaluations of the sessions before it.
+      warm_up "$root/$mode-seed1" "$mode" bf16 "$warmup" >> "$root/$mode-seed1.warmup.log" 2>&1 &
       pids+=($!)
     done
     for pid in "${pids[@]}"; do wait "$pid" || { echo "error: a warm-up failed or was stopped; see $root/*.warmup.log" >&2; exit 1; }; done

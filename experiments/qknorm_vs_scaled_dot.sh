@@ -130,7 +130,7 @@ for seed in $seeds; do
     # so that two runs share 2 cores without oversubscription.
     pids=()
     for mode in $modes; do
-      run_one "$mode" "$seed" "$@" > "$root/$mode-seed$seed.log" 2>&1 &
+      run_one "$mode" "$seed" "$@" >> "$root/$mode-seed$seed.log" 2>&1 &  # a resume appends
       pids+=($!)
     done
     failed=0

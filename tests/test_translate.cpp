@@ -9,11 +9,13 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <sstream>
 
 #include "cli/args.h"
 #include "core/autograd.h"
 #include "core/error.h"
 #include "io/checkpoint.h"
+#include "io/json.h"
 #include "io/text.h"
 #include "nn/decode.h"
 #include "nn/optim.h"
@@ -664,6 +666,19 @@ TEST_CASE("end to end: train a tiny model, resume it exactly, translate with it"
   CHECK(fs::exists(tmp / "run/checkpoints/best/model.safetensors"));
   CHECK(fs::exists(tmp / "run/curves.svg"));
   CHECK(fs::exists(tmp / "run/metrics.jsonl"));
+  {  // Each evaluation records BLEU's brevity penalty and length ratio, consistent with each other.
+    std::istringstream lines(read(tmp / "run/metrics.jsonl"));
+    int evaluations = 0;
+    for (std::string line; std::getline(lines, line);) {
+      const Json j = parse_json(line, "metrics.jsonl");
+      if (!j.contains("dev_bleu")) continue;
+      ++evaluations;
+      const double ratio = j.at("dev_length_ratio").get<double>(), bp = j.at("dev_brevity_penalty").get<double>();
+      CHECK(ratio >= 0);
+      CHECK(bp == Approx(ratio >= 1 ? 1.0 : ratio == 0 ? 0.0 : std::exp(1 - 1 / ratio)).epsilon(1e-12));
+    }
+    CHECK(evaluations == 2);  // steps 30 and 60
+  }
   // Starting again into the same run is refused; nothing is overwritten.
   CHECK_THROWS_WITH(train(o), Contains("already holds a trained run; use --resume"));
   // Resume for 30 more steps.

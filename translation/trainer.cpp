@@ -94,7 +94,8 @@ std::vector<Pair> encode_pairs(const Subwords& sw, const ParallelCorpus& c, int6
   return out;
 }
 
-// Dev loss (teacher-forced, per target token), BLEU and chrF.
+// Dev loss (teacher-forced, per target token), BLEU (with its brevity penalty and the length ratio
+// hypothesis / reference, to follow how short the translations are over training) and chrF.
 Evaluation evaluate(Seq2SeqTransformer& model, const EncodedData& data, const Subwords& sw, const RunSettings& r,
                     const std::function<void(double, const std::string&)>& shown) {
   model.eval();
@@ -130,6 +131,8 @@ Evaluation evaluate(Seq2SeqTransformer& model, const EncodedData& data, const Su
   Evaluation e;
   e.values["loss"] = loss;
   e.values["bleu"] = bleu.score;
+  e.values["brevity_penalty"] = bleu.brevity_penalty;
+  e.values["length_ratio"] = bleu.ratio;
   e.values["chrf"] = chrf;
   e.line = cat("dev loss ", format_number("%.3f", loss), ", ", bleu.format(), ", chrF ", format_number("%.1f", chrf));
   return e;
