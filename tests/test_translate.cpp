@@ -148,6 +148,16 @@ TEST_CASE("batches respect the token budget, cover every pair once, and shuffle 
   CHECK(plan.epoch_order(1, 0) == plan.epoch_order(1, 0));
   CHECK(plan.epoch_order(1, 0) != plan.epoch_order(1, 1));
   CHECK(plan.epoch_order(1, 0) != plan.epoch_order(2, 0));
+  // A budget of 8 makes two batches: the targets of 1 and 2 subwords together, the one of 3 alone.
+  // With the eos, the first batch's sources (3 and 1 subwords) pad to 4 a row.
+  const std::vector<Pair> three{{{4, 4, 4}, {5}}, {{4}, {5, 5, 5}}, {{4}, {5, 5}}};
+  const BatchPlan small(three, 8);
+  REQUIRE(small.batches_per_epoch() == 2);
+  const PaddingFill fill = padding_fill(small, three);
+  CHECK(fill.src_real == 4 + 2 + 2);
+  CHECK(fill.src_padded == 2 * 4 + 1 * 2);
+  CHECK(fill.tgt_real == 2 + 4 + 3);
+  CHECK(fill.tgt_padded == 2 * 3 + 1 * 4);
   const Batch b = make_batch({{{7, 8}, {9}}, {{7}, {9, 9, 9}}}, {0, 1});
   CHECK(b.src.to_ids() == std::vector<int64_t>{7, 8, 2, 7, 2, 0});
   CHECK(b.tgt_in.to_ids() == std::vector<int64_t>{1, 9, 0, 0, 1, 9, 9, 9});

@@ -88,6 +88,24 @@ std::vector<int64_t> BatchPlan::epoch_order(uint64_t seed, int64_t epoch) const 
   return order;
 }
 
+PaddingFill padding_fill(const BatchPlan& plan, const std::vector<Pair>& pairs) {
+  PaddingFill f;
+  for (int64_t b = 0; b < plan.batches_per_epoch(); ++b) {
+    int64_t S = 0, T = 0;  // the batch's padded lengths, as make_batch sets them
+    for (int64_t i : plan.group(b)) {
+      const int64_t ns = static_cast<int64_t>(pairs.at(i).src.size()) + 1, nt = static_cast<int64_t>(pairs.at(i).tgt.size()) + 1;
+      S = std::max(S, ns);
+      T = std::max(T, nt);
+      f.src_real += ns;
+      f.tgt_real += nt;
+    }
+    const auto B = static_cast<int64_t>(plan.group(b).size());
+    f.src_padded += B * S;
+    f.tgt_padded += B * T;
+  }
+  return f;
+}
+
 double percentile(std::vector<int64_t> values, double q) {
   QKGRAD_CHECK(!values.empty(), "percentile: no values");
   QKGRAD_CHECK(q >= 0 && q <= 100, "percentile: q must be in [0, 100], got ", q);

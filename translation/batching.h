@@ -51,6 +51,15 @@ class BatchPlan {
   std::vector<std::vector<int64_t>> groups_;
 };
 
+// How much of an epoch's padded batches is real tokens, on each side (the eos and the bos counted
+// as make_batch pads them). The encoder and the decoder compute on every padded position; the
+// plan sorts by target length, so the source side pads the more.
+struct PaddingFill {
+  int64_t src_real = 0, src_padded = 0;  // source tokens in the pairs, and B·S summed over batches
+  int64_t tgt_real = 0, tgt_padded = 0;  // the same on the target side (B·T)
+};
+PaddingFill padding_fill(const BatchPlan& plan, const std::vector<Pair>& pairs);
+
 // The q-th percentile (0..100) of a list of lengths (nearest rank), e.g. L = the 97.5th
 // percentile of the encoded training lengths sets QKNorm's initial gain.
 double percentile(std::vector<int64_t> values, double q);

@@ -260,7 +260,12 @@ class TranslationTask : public training::Task {
                settings_.precision == "bf16" ? " (mixed precision: bf16 products in the linear layers)" : "");
   }
   std::string describe_batches() const override {
-    return cat(plan_->batches_per_epoch(), " batches of <= ", settings_.batch_tokens, " tokens per epoch");
+    const PaddingFill f = padding_fill(*plan_, data_.train);
+    const auto percent = [](int64_t part, int64_t whole) {
+      return format_number("%.0f", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
+    };
+    return cat(plan_->batches_per_epoch(), " batches of <= ", settings_.batch_tokens, " tokens per epoch (real tokens: ",
+               percent(f.src_real, f.src_padded), "% of the padded source, ", percent(f.tgt_real, f.tgt_padded), "% of the target)");
   }
   std::string describe_evaluation() const override {
     const std::size_t dev = data_.dev.size();
