@@ -93,7 +93,8 @@ PaddingFill padding_fill(const BatchPlan& plan, const std::vector<Pair>& pairs) 
   for (int64_t b = 0; b < plan.batches_per_epoch(); ++b) {
     int64_t S = 0, T = 0;  // the batch's padded lengths, as make_batch sets them
     for (int64_t i : plan.group(b)) {
-      const int64_t ns = static_cast<int64_t>(pairs.at(i).src.size()) + 1, nt = static_cast<int64_t>(pairs.at(i).tgt.size()) + 1;
+      const int64_t ns = static_cast<int64_t>(pairs.at(i).src.size()) + 1;  // + eos
+      const int64_t nt = static_cast<int64_t>(pairs.at(i).tgt.size()) + 1;  // + bos (tgt_in) or eos (tgt_out)
       S = std::max(S, ns);
       T = std::max(T, nt);
       f.src_real += ns;
