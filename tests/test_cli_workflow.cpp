@@ -107,12 +107,14 @@ TEST_CASE("workflow: --config FILE (TOML or options.json) with the keys of optio
   write_corpus(tmp.path, 200);
   // The flags win over the file, the file over the preset it names.
   write(tmp / "c.toml", "# a small experiment\npreset = \"tiny\"\ndata = \"" + tmp.path +
-                            "\"\nvocab_size = 30\nmax_steps = 4\neval_every = 100000\nlr = 0.003\nschedule = 'cosine'\n");
+                            "\"\nvocab_size = 30\nsubword_model = 'bpe'\nmax_steps = 4\neval_every = 100000\nlr = 0.003\n" +
+                            "schedule = 'cosine'\n");
   Result r = run("train --config " + tmp / "c.toml" + " --dump-config --lr 0.004");
   INFO(r.output);
   REQUIRE(r.status == 0);
   CHECK_THAT(r.output, Contains("preset = \"tiny\"") && Contains("d_model = 32") && Contains("lr = 0.004") &&
-                           Contains("schedule = \"cosine\"") && Contains("max_steps = 4"));
+                           Contains("schedule = \"cosine\"") && Contains("max_steps = 4") &&
+                           Contains("subword_model = \"bpe\""));
   write(tmp / "dumped.toml", r.output);
 
   // The dumped file trains the same run as the flags would.
@@ -120,6 +122,8 @@ TEST_CASE("workflow: --config FILE (TOML or options.json) with the keys of optio
   REQUIRE(r.status == 0);
   CHECK(last_step(tmp / "a") == 4);
   CHECK(options_of(tmp / "a").at("lr") == 0.004);
+  CHECK(options_of(tmp / "a").at("subword_model") == "bpe");
+  CHECK_THAT(r.output, Contains("training a joint SentencePiece bpe model (30 pieces)"));
   // A run's own options.json is a config too: the same settings again.
   r = run("train --config " + tmp / "a/options.json" + " --run " + tmp / "b" + " --threads 1");
   REQUIRE(r.status == 0);
@@ -139,6 +143,7 @@ TEST_CASE("workflow: --config FILE (TOML or options.json) with the keys of optio
   refused("layers = 2.5\n", ":1: 'layers' must be an integer, got '2.5'");
   refused("[model]\nlayers = 2\n", ":2: 'layers' is in the section [model]");
   refused("layers = 0\n", ": 'layers' must be between 1 and 64, got 0");
+  refused("subword_model = \"wordpiece\"\n", ": 'subword_model' must be one of unigram, bpe, got \"wordpiece\"");
   refused("attention = \"qk\"\n", ": 'attention' must be one of qknorm, scaled_dot, rms_qknorm, layer_qknorm, got \"qk\"");
   r = run("train --config " + tmp / "missing.toml" + " --run " + tmp / "bad");
   CHECK(r.status == 1);

@@ -190,6 +190,34 @@ TEST_CASE("subwords: train, encode, decode; a vocabulary the corpus cannot suppo
   CHECK_FALSE(fs::exists(tmp / "big.model"));
 }
 
+TEST_CASE("subwords: --subword-model bpe trains byte-pair merges, scored by their rank", "[translate]") {
+  TempDir tmp;
+  write_number_corpus(tmp.path, 300, 1);
+  // The .vocab file's second column: SentencePiece's BPE scores the learned pieces by their
+  // merge order (0, -1, -2, ...); the unigram model by their log-probabilities.
+  auto learned_scores = [](const std::string& vocab_file) {
+    std::vector<double> scores;
+    std::istringstream lines(read(vocab_file));
+    for (std::string line; std::getline(lines, line);) {
+      const std::string piece = line.substr(0, line.find('\t'));
+      if (piece == "<pad>" || piece == "<s>" || piece == "</s>" || piece == "<unk>") continue;
+      scores.push_back(std::stod(line.substr(line.find('\t') + 1)));
+    }
+    return scores;
+  };
+  Subwords::train({{tmp / "train.es", tmp / "train.en"}, tmp / "bpe.model", 40, 1, "bpe"});
+  Subwords::train({{tmp / "train.es", tmp / "train.en"}, tmp / "unigram.model", 40, 1, "unigram"});
+  const Subwords bpe(tmp / "bpe.model"), unigram(tmp / "unigram.model");
+  CHECK(bpe.vocab_size() == 40);
+  CHECK(bpe.decode(bpe.encode("dos tres cuatro")) == "dos tres cuatro");
+  CHECK(bpe.fingerprint() != unigram.fingerprint());
+  const std::vector<double> b = learned_scores(tmp / "bpe.vocab"), u = learned_scores(tmp / "unigram.vocab");
+  REQUIRE(b.size() >= 10);
+  for (std::size_t i = 0; i < 10; ++i) CHECK(b[i] == -static_cast<double>(i));
+  REQUIRE(!u.empty());
+  CHECK(std::any_of(u.begin(), u.end(), [](double s) { return s != std::floor(s); }));
+}
+
 TEST_CASE("subwords: two trainings of the same vocabulary have one fingerprint; another vocabulary has another",
           "[translate]") {
   TempDir tmp;

@@ -31,6 +31,9 @@ inline constexpr double kMaxSteps = 1099511627776.0;  // 2^40: the largest step 
   X(std::string, preset, "small", Resume::fixed, one_of(kPresets), "model size and recipe (the defaults below are its values)") \
   X(int64_t, layers, 3, Resume::fixed, range(1, 64), "encoder and decoder layers")                                    \
   X(int64_t, vocab_size, 8000, Resume::fixed, range(8, 1000000), "subword vocabulary size (joint SentencePiece pieces)") \
+  X(std::string, subword_model, "unigram", Resume::fixed, one_of({"unigram", "bpe"}),                                 \
+    "SentencePiece's subword model: unigram (Kudo 2018) or bpe (byte-pair merges, the algorithm of subword-nmt and "  \
+    "fastBPE)")                                                                                                        \
   X(std::string, qknorm_gain, "shared", Resume::fixed, one_of({"shared", "per_head"}),                                 \
     "QKNorm's learned g: one per attention module (the paper) or one per head (rms_qknorm, layer_qknorm: the norms' " \
     "gains [d] shared by the heads, or [H, d])")                                                                       \

@@ -201,15 +201,15 @@ class TranslationTask : public training::Task {
   Json saved_settings(const std::string& options_path) const override { return to_json(load_run_settings(options_path)); }
   bool fixed_on_resume(const std::string& key) const override { return translation::fixed_on_resume(key); }
   // The subwords of an earlier attempt are kept when they were trained for the same data,
-  // languages, vocabulary size and seed (subwords without an options.json were put there by
-  // hand, and are used).
+  // languages, vocabulary size, subword model and seed (subwords without an options.json were put
+  // there by hand, and are used).
   std::string remove_attempt_leftovers(const RunDir& run, const Json& now) override {
     std::error_code ec;
     bool same_subwords = false;
     try {
       const Json saved = parse_json(read_file(run.options(), 1 << 20), run.options());
       same_subwords = saved.is_object();
-      for (const char* key : {"data", "src", "tgt", "vocab_size", "seed"}) {
+      for (const char* key : {"data", "src", "tgt", "vocab_size", "subword_model", "seed"}) {
         same_subwords = same_subwords && saved.contains(key) && saved.at(key) == now.at(key);
       }
     } catch (const Error&) {
@@ -319,7 +319,7 @@ class TranslationTask : public training::Task {
   // A joint SentencePiece model on whitespace-normalised copies of both sides, so that the
   // subwords see exactly what the model will.
   void train_subwords(TaskContext& c) {
-    c.progress.message(cat("training a joint SentencePiece model (", settings_.vocab_size, " pieces) on ",
+    c.progress.message(cat("training a joint SentencePiece ", settings_.subword_model, " model (", settings_.vocab_size, " pieces) on ",
                            split_file(settings_.data, "train", settings_.src), " and ",
                            split_file(settings_.data, "train", settings_.tgt)));
     const std::string joint = c.run.file("subword_training.txt");
@@ -329,7 +329,8 @@ class TranslationTask : public training::Task {
       }
     });
     try {
-      Subwords::train({{joint}, subwords_file(c.run), static_cast<int>(settings_.vocab_size), static_cast<uint64_t>(settings_.seed)});
+      Subwords::train({{joint}, subwords_file(c.run), static_cast<int>(settings_.vocab_size),
+                       static_cast<uint64_t>(settings_.seed), settings_.subword_model});
     } catch (...) {
       fs::remove(joint);
       throw;
