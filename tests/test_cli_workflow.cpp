@@ -108,7 +108,7 @@ TEST_CASE("workflow: --config FILE (TOML or options.json) with the keys of optio
   // The flags win over the file, the file over the preset it names.
   write(tmp / "c.toml", "# a small experiment\npreset = \"tiny\"\ndata = \"" + tmp.path +
                             "\"\nvocab_size = 30\nsubword_model = 'bpe'\nmax_steps = 4\neval_every = 100000\nlr = 0.003\n" +
-                            "schedule = 'cosine'\n");
+                            "schedule = 'cosine'\nbatch_sort = 'longer'\n");
   Result r = run("train --config " + tmp / "c.toml" + " --dump-config --lr 0.004");
   INFO(r.output);
   REQUIRE(r.status == 0);
@@ -124,6 +124,7 @@ TEST_CASE("workflow: --config FILE (TOML or options.json) with the keys of optio
   CHECK(options_of(tmp / "a").at("lr") == 0.004);
   CHECK(options_of(tmp / "a").at("subword_model") == "bpe");
   CHECK_THAT(r.output, Contains("training a joint SentencePiece bpe model (30 pieces)"));
+  CHECK_THAT(r.output, Contains("tokens per epoch, sorted by the longer side (real tokens: "));
   // A run's own options.json is a config too: the same settings again.
   r = run("train --config " + tmp / "a/options.json" + " --run " + tmp / "b" + " --threads 1");
   REQUIRE(r.status == 0);

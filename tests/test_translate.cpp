@@ -136,15 +136,26 @@ TEST_CASE("batches respect the token budget, cover every pair once, and shuffle 
     for (uint64_t j = 0; j < 1 + gen.next_below(30); ++j) p.tgt.push_back(5);
     pairs.push_back(p);
   }
-  const BatchPlan plan(pairs, 200);
-  std::vector<int> seen(200, 0);
-  for (int64_t b = 0; b < plan.batches_per_epoch(); ++b) {
-    const Batch batch = make_batch(pairs, plan.group(b));
-    CHECK(batch.src.numel() <= 200);
-    CHECK(batch.tgt_in.numel() <= 200);
-    for (int64_t i : batch.indices) ++seen[static_cast<std::size_t>(i)];
+  for (BatchSort sort : {BatchSort::target, BatchSort::longer}) {
+    const BatchPlan plan(pairs, 200, sort);
+    std::vector<int> seen(200, 0);
+    for (int64_t b = 0; b < plan.batches_per_epoch(); ++b) {
+      const Batch batch = make_batch(pairs, plan.group(b));
+      CHECK(batch.src.numel() <= 200);
+      CHECK(batch.tgt_in.numel() <= 200);
+      for (int64_t i : batch.indices) ++seen[static_cast<std::size_t>(i)];
+    }
+    CHECK(std::all_of(seen.begin(), seen.end(), [](int s) { return s == 1; }));
   }
-  CHECK(std::all_of(seen.begin(), seen.end(), [](int s) { return s == 1; }));
+  const BatchPlan plan(pairs, 200);
+  // Sorted by target, these independent lengths leave the sources ragged; by the longer side,
+  // both sides pad less.
+  const PaddingFill by_target = padding_fill(plan, pairs);
+  const PaddingFill by_longer = padding_fill(BatchPlan(pairs, 200, BatchSort::longer), pairs);
+  CHECK(by_longer.src_padded < by_target.src_padded);
+  CHECK(by_longer.src_padded + by_longer.tgt_padded < by_target.src_padded + by_target.tgt_padded);
+  CHECK(batch_sort_named("longer") == BatchSort::longer);
+  CHECK_THROWS_WITH(batch_sort_named("source"), Contains("no batch order 'source'"));
   CHECK(plan.epoch_order(1, 0) == plan.epoch_order(1, 0));
   CHECK(plan.epoch_order(1, 0) != plan.epoch_order(1, 1));
   CHECK(plan.epoch_order(1, 0) != plan.epoch_order(2, 0));
@@ -158,6 +169,22 @@ TEST_CASE("batches respect the token budget, cover every pair once, and shuffle 
   CHECK(fill.src_padded == 2 * 4 + 1 * 2);
   CHECK(fill.tgt_real == 2 + 4 + 3);
   CHECK(fill.tgt_padded == 2 * 3 + 1 * 4);
+  // Four pairs of (source, target) lengths (7, 1), (1, 2), (7, 2), (1, 1), with a budget of 16:
+  // by target, the long sources fall into both batches; by the longer side, into one.
+  const std::vector<Pair> four{{{4, 4, 4, 4, 4, 4, 4}, {5}}, {{4}, {5, 5}}, {{4, 4, 4, 4, 4, 4, 4}, {5, 5}}, {{4}, {5}}};
+  const BatchPlan target_sorted(four, 16), longer_sorted(four, 16, BatchSort::longer);
+  REQUIRE(target_sorted.batches_per_epoch() == 2);
+  CHECK(target_sorted.group(0) == std::vector<int64_t>{3, 0});
+  CHECK(target_sorted.group(1) == std::vector<int64_t>{1, 2});
+  REQUIRE(longer_sorted.batches_per_epoch() == 2);
+  CHECK(longer_sorted.group(0) == std::vector<int64_t>{3, 1});
+  CHECK(longer_sorted.group(1) == std::vector<int64_t>{0, 2});
+  const PaddingFill t = padding_fill(target_sorted, four), l = padding_fill(longer_sorted, four);
+  CHECK(t.src_real == 20);
+  CHECK(t.src_padded == 2 * 8 + 2 * 8);
+  CHECK(l.src_padded == 2 * 2 + 2 * 8);
+  CHECK(t.tgt_padded == 2 * 2 + 2 * 3);
+  CHECK(l.tgt_padded == 2 * 3 + 2 * 3);
   const Batch b = make_batch({{{7, 8}, {9}}, {{7}, {9, 9, 9}}}, {0, 1});
   CHECK(b.src.to_ids() == std::vector<int64_t>{7, 8, 2, 7, 2, 0});
   CHECK(b.tgt_in.to_ids() == std::vector<int64_t>{1, 9, 0, 0, 1, 9, 9, 9});

@@ -1,6 +1,7 @@
 #include "translation/batching.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numeric>
 
@@ -47,20 +48,25 @@ Batch make_batch(const std::vector<Pair>& pairs, const std::vector<int64_t>& ind
   return b;
 }
 
-BatchPlan::BatchPlan(const std::vector<Pair>& pairs, int64_t max_tokens) {
+BatchSort batch_sort_named(const std::string& name) {
+  if (name == "target") return BatchSort::target;
+  if (name == "longer") return BatchSort::longer;
+  fail(cat("batching: no batch order '", name, "' (target or longer)"));
+}
+
+BatchPlan::BatchPlan(const std::vector<Pair>& pairs, int64_t max_tokens, BatchSort sort) {
   QKGRAD_CHECK(max_tokens >= 1, "batching: the token budget must be >= 1, got ", max_tokens);
   QKGRAD_CHECK(!pairs.empty(), "batching: no sentence pairs");
-  // Sort by (target length, source length, index): similar lengths end up together, and ties
-  // are broken by position so the plan is the same on every run.
+  // Sort by the order's key (BatchSort): similar lengths end up together; ties are broken by
+  // position, so the plan is the same on every run.
+  auto key = [&](int64_t i) -> std::array<int64_t, 4> {
+    const auto s = static_cast<int64_t>(pairs[i].src.size()), t = static_cast<int64_t>(pairs[i].tgt.size());
+    if (sort == BatchSort::target) return {t, s, 0, i};
+    return {std::max(s, t) / 4, s, t, i};
+  };
   std::vector<int64_t> order(pairs.size());
   std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    const Pair& x = pairs[a];
-    const Pair& y = pairs[b];
-    if (x.tgt.size() != y.tgt.size()) return x.tgt.size() < y.tgt.size();
-    if (x.src.size() != y.src.size()) return x.src.size() < y.src.size();
-    return a < b;
-  });
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return key(a) < key(b); });
   std::vector<int64_t> current;
   int64_t longest = 0;
   for (int64_t i : order) {

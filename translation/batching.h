@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -36,11 +37,20 @@ SpecialIds special_ids(const TransformerConfig& config);
 Batch make_batch(const std::vector<Pair>& pairs, const std::vector<int64_t>& indices,
                  Device device = Device::cpu, SpecialIds ids = {});
 
+// The order the pairs are sorted in before they are cut into batches (train --batch-sort):
+//   target  by target length, then source length (fairseq's and Marian's order): the targets of
+//           a batch are alike, its sources are not;
+//   longer  by the longer side in bins of 4 subwords, then by source length, then target length:
+//           both sides alike. On TED gl→en (the paper preset) 88% of the padded source and 92% of
+//           the target are real tokens, against 64% and 99% by target.
+enum class BatchSort { target, longer };
+BatchSort batch_sort_named(const std::string& name);  // "target" or "longer"
+
 class BatchPlan {
  public:
   // Groups pair indices into batches of at most max_tokens padded tokens (the larger of the
   // source and target sides, counting eos/bos); a pair longer than that gets a batch of its own.
-  BatchPlan(const std::vector<Pair>& pairs, int64_t max_tokens);
+  BatchPlan(const std::vector<Pair>& pairs, int64_t max_tokens, BatchSort sort = BatchSort::target);
 
   int64_t batches_per_epoch() const { return static_cast<int64_t>(groups_.size()); }
   // The batch order of an epoch: a permutation of 0..batches-1 from (seed, epoch).
@@ -52,8 +62,8 @@ class BatchPlan {
 };
 
 // How much of an epoch's padded batches is real tokens, on each side (the eos and the bos counted
-// as make_batch pads them). The encoder and the decoder compute on every padded position; the
-// plan sorts by target length, so the source side pads the more.
+// as make_batch pads them). The encoder and the decoder compute on every padded position; sorted
+// by target length (BatchSort::target), the source side pads the more.
 struct PaddingFill {
   int64_t src_real = 0, src_padded = 0;  // source tokens in the pairs, and B·S summed over batches
   int64_t tgt_real = 0, tgt_padded = 0;  // the same on the target side (B·T)

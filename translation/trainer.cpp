@@ -250,7 +250,7 @@ class TranslationTask : public training::Task {
   Module& build_model(TaskContext& c) override {
     config_ = model_config(settings_, subwords_->vocab_size(), vocabulary_id(c), L_);
     model_ = std::make_unique<Seq2SeqTransformer>(config_, device_);
-    plan_ = std::make_unique<BatchPlan>(data_.train, settings_.batch_tokens);
+    plan_ = std::make_unique<BatchPlan>(data_.train, settings_.batch_tokens, batch_sort_named(settings_.batch_sort));
     return *model_;
   }
   std::string describe_model() const override {
@@ -264,7 +264,8 @@ class TranslationTask : public training::Task {
     const auto percent = [](int64_t part, int64_t whole) {
       return format_number("%.0f", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
     };
-    return cat(plan_->batches_per_epoch(), " batches of <= ", settings_.batch_tokens, " tokens per epoch (real tokens: ",
+    return cat(plan_->batches_per_epoch(), " batches of <= ", settings_.batch_tokens, " tokens per epoch, sorted by the ",
+               settings_.batch_sort, " side (real tokens: ",
                percent(f.src_real, f.src_padded), "% of the padded source, ", percent(f.tgt_real, f.tgt_padded), "% of the target)");
   }
   std::string describe_evaluation() const override {
