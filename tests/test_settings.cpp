@@ -83,6 +83,9 @@ TEST_CASE("settings: an older options.json keeps its preset's values for the key
   write(tmp / "paper.json", R"({"data": "/d", "src": "gl", "tgt": "en", "preset": "paper", "lr": 0.001})");
   CHECK(load_run_settings(tmp / "paper.json").stop_lr == 0);
   CHECK(load_run_settings(tmp / "paper.json").max_length == 79);  // other absent keys: the preset's
+  // A run from before --batch-sort and --subword-model had what their defaults give.
+  CHECK(load_run_settings(tmp / "paper.json").batch_sort == "target");
+  CHECK(load_run_settings(tmp / "paper.json").subword_model == "unigram");
 
   // Wrong kinds and unknown presets name the file and the key.
   write(tmp / "bad.json", R"({"preset": "tiny", "lr": "fast"})");
