@@ -155,7 +155,7 @@ TEST_CASE("batches respect the token budget, cover every pair once, and shuffle 
   CHECK(by_longer.src_padded < by_target.src_padded);
   CHECK(by_longer.src_padded + by_longer.tgt_padded < by_target.src_padded + by_target.tgt_padded);
   CHECK(batch_sort_named("longer") == BatchSort::longer);
-  CHECK_THROWS_WITH(batch_sort_named("source"), Contains("no batch order 'source'"));
+  CHECK_THROWS_WITH(batch_sort_named("source"), Contains("no batch sort 'source'"));
   CHECK(plan.epoch_order(1, 0) == plan.epoch_order(1, 0));
   CHECK(plan.epoch_order(1, 0) != plan.epoch_order(1, 1));
   CHECK(plan.epoch_order(1, 0) != plan.epoch_order(2, 0));

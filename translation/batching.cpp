@@ -51,7 +51,7 @@ Batch make_batch(const std::vector<Pair>& pairs, const std::vector<int64_t>& ind
 BatchSort batch_sort_named(const std::string& name) {
   if (name == "target") return BatchSort::target;
   if (name == "longer") return BatchSort::longer;
-  fail(cat("batching: no batch order '", name, "' (target or longer)"));
+  fail(cat("batching: no batch sort '", name, "' (target or longer)"));
 }
 
 BatchPlan::BatchPlan(const std::vector<Pair>& pairs, int64_t max_tokens, BatchSort sort) {
