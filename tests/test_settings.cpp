@@ -83,7 +83,8 @@ TEST_CASE("settings: an older options.json keeps its preset's values for the key
   write(tmp / "paper.json", R"({"data": "/d", "src": "gl", "tgt": "en", "preset": "paper", "lr": 0.001})");
   CHECK(load_run_settings(tmp / "paper.json").stop_lr == 0);
   CHECK(load_run_settings(tmp / "paper.json").max_length == 79);  // other absent keys: the preset's
-  // A run from before --batch-sort and --subword-model had what their defaults give.
+  // A run from before --batch-sort and --subword-model had what qkgrad did then (whatever a
+  // preset may later choose: these keys are fixed on resume).
   CHECK(load_run_settings(tmp / "paper.json").batch_sort == "target");
   CHECK(load_run_settings(tmp / "paper.json").subword_model == "unigram");
 

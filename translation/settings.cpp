@@ -126,7 +126,10 @@ RunSettings load_run_settings(const std::string& options_path) {
   const std::string preset = fields.has("preset") ? fields.string("preset") : "small";
   QKGRAD_CHECK(is_preset(preset), options_path, ": unknown preset '", preset, "' (choose tiny, demo, small or paper)");
   RunSettings s = from_json(json, options_path, preset_settings(preset));
-  if (!fields.has("stop_lr")) s.stop_lr = 0;  // a run from before the setting: it had no such stop
+  // A run from before a setting had what qkgrad did then, whatever its preset says now.
+  if (!fields.has("stop_lr")) s.stop_lr = 0;                     // no such stop
+  if (!fields.has("subword_model")) s.subword_model = "unigram";  // SentencePiece's default
+  if (!fields.has("batch_sort")) s.batch_sort = "target";        // sorted by target length
   return s;
 }
 
