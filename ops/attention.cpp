@@ -99,7 +99,9 @@ Tensor normalize_heads(const Tensor& x, const Tensor& gain, const Tensor& bias, 
 }
 
 // rms_qknorm and layer_qknorm: q̂ and k̂, then the scaled_dot kernel on them. Only the keys in
-// use (kv_length) are normalised.
+// use (kv_length) are normalised. No backward of its own: the tape runs the scaled_dot node's
+// (below: q̂̄ = S̄ k̂ / √d, k̂̄ = S̄ᵀ q̂ / √d), then the norms' (docs/autodiff.md, Normalisation),
+// which also give the gains and biases theirs (docs/qknorm-attention.md, "The QK-norm forms").
 AttentionOutput attention_of_normalised_heads(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& p,
                                               const AttentionOptions& o) {
   plan_attention(q, k, v, Tensor(), o);  // the shapes and options, checked as for scaled_dot
@@ -176,6 +178,11 @@ AttentionOutput attention(const Tensor& q, const Tensor& k, const Tensor& v, con
   Tensor out = Tensor::empty(q.shape(), q.dtype(), q.device());  // [B, Tq, H·d]
   be.attention_forward(s, q, k, v, s.qknorm() ? &g : nullptr, out, state);
 
+  // The backward (docs/qknorm-attention.md, (7)-(15)), per head, P' the dropped-out P:
+  //   v̄ = P'ᵀ Ō,   P̄ = dropout(Ō vᵀ),   S̄ = P ⊙ (P̄ − D),   Dᵢ = Ōᵢ·Oᵢ   (why O is saved)
+  //   qknorm:      q̂̄ = g S̄ k̂,  k̂̄ = g S̄ᵀ q̂,  ḡ = Σᵢ q̂ᵢ·(S̄ k̂)ᵢ,
+  //                q̄ᵢ = (q̂̄ᵢ − q̂ᵢ (q̂ᵢ·q̂̄ᵢ)) / ‖qᵢ‖   (k̄ alike: each row's gradient ⟂ the row)
+  //   scaled_dot:  q̄ = S̄ k / √d,  k̄ = S̄ᵀ q / √d
   const bool g_learns = s.qknorm() && g.requires_grad();
   if (should_record(q, k, v) || (g_learns && grad_enabled())) {
     std::vector<Tensor> inputs = {q, k, v};

@@ -6,7 +6,7 @@
 //   y[i + m] = x[i+m]·cos(pθᵢ) + x[i]·sin(pθᵢ)
 //
 // The Jacobian of a rotation is the rotation, so the backward is the transposed rotation, the
-// turn by −pθᵢ (docs/autodiff.md, "RoPE"):
+// turn by −pθᵢ (docs/autodiff.md, "Rotary positions"):
 //
 //   x̄[i] = ȳ[i]·cos(pθᵢ) + ȳ[i+m]·sin(pθᵢ),   x̄[i + m] = ȳ[i+m]·cos(pθᵢ) − ȳ[i]·sin(pθᵢ)
 //
