@@ -38,11 +38,13 @@ Batch make_batch(const std::vector<Pair>& pairs, const std::vector<int64_t>& ind
                  Device device = Device::cpu, SpecialIds ids = {});
 
 // The order the pairs are sorted in before they are cut into batches (train --batch-sort):
-//   target  by target length, then source length (fairseq's and Marian's order): the targets of
-//           a batch are alike, its sources are not;
-//   longer  by the longer side in bins of 4 subwords, then by source length, then target length:
-//           both sides alike. On TED gl→en (the paper preset) 88% of the padded source and 92% of
-//           the target are real tokens, against 64% and 99% by target.
+//   target  by target length, then source length (Marian's default, --maxi-batch-sort trg;
+//           fairseq sorts by source, then target): the targets of a batch are alike, its
+//           sources are not;
+//   longer  by the longer side in bins of 4 subwords, then by source length, then target length
+//           (fairseq's --num-batch-buckets also sorts by the longer padded side): both sides
+//           alike. On TED gl→en (the paper preset) 88% of the padded source and 92% of the
+//           target are real tokens, against 64% and 99% by target.
 enum class BatchSort { target, longer };
 BatchSort batch_sort_named(const std::string& name);  // "target" or "longer"
 

@@ -46,8 +46,9 @@ inline constexpr double kMaxSteps = 1099511627776.0;  // 2^40: the largest step 
   X(int64_t, batch_tokens, 4096, Resume::fixed, range(16, 10000000),                                                   \
     "padded tokens per batch (the larger of the source and target sides)")                                            \
   X(std::string, batch_sort, "target", Resume::fixed, one_of({"target", "longer"}),                                   \
-    "how pairs are sorted into batches: target = by target length, then source (fairseq's and Marian's order); "      \
-    "longer = by the longer side in bins of 4 subwords, then source: less padding where the sides' lengths differ")  \
+    "how pairs are sorted into batches: target = by target length, then source (Marian's default); longer = by the " \
+    "longer side in bins of 4 subwords, then source (as fairseq's --num-batch-buckets): less padding where the "      \
+    "sides' lengths differ")                                                                                           \
   X(int64_t, accumulate, 1, Resume::may_change, range(1, 1024),                                                        \
     "run each batch as K micro-batches with their gradients summed (the same update, a K-th of the activation memory)") \
   X(double, lr, 1e-3, Resume::may_change, range(1e-9, 10), "peak learning rate")                                       \
